@@ -1,0 +1,38 @@
+"""The package exception and warning, and the one format every message follows."""
+
+import os
+import sys
+import warnings
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+class ModeError(RuntimeError):
+    """A call that cannot run in the current execution mode (eager, tf.function or graph)."""
+
+
+class VectorizationWarning(UserWarning):
+    """pfor could not vectorize a Jacobian; it was computed one row at a time instead."""
+
+
+def describe(value) -> str:
+    """A short description of what the caller passed, for error messages."""
+    kind = type(value).__name__
+    dtype = getattr(value, "dtype", None)
+    shape = getattr(value, "shape", None)
+    if dtype is not None and shape is not None:
+        return f"{kind} of dtype {getattr(dtype, 'name', dtype)} and shape {shape}"
+    return kind
+
+
+def message(function: str, problem: str, fix: str) -> str:
+    """`compat_grads.<function>: <what is wrong, what was needed and got>. <how to fix it>`."""
+    return f"compat_grads.{function}: {problem}. {fix}"
+
+
+def warn(text: str, category: type) -> None:
+    """`warnings.warn`, attributed to the first caller outside compat_grads."""
+    frame, level = sys._getframe(1), 2
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(text, category, stacklevel=level)

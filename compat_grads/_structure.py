@@ -1,0 +1,242 @@
+"""Nests, shapes, dtypes and the checks that turn bad input into clear errors.
+
+Everything here is mode-agnostic: it works on eager tensors and on graph tensors alike.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Optional
+
+import numpy as np
+
+from compat_grads._errors import ModeError, describe, message
+from compat_grads._tf import tf
+
+FLOAT_DTYPES = (tf.float16, tf.bfloat16, tf.float32, tf.float64)
+STRATEGIES = ("auto", "reverse", "forward", "loop")
+_FLOAT_NAMES = "float16, bfloat16, float32 or float64"
+
+
+@dataclasses.dataclass
+class Problem:
+    """One differentiation request, validated: what to differentiate and with respect to what.
+
+    Exactly one of `target` (a tensor) and `fn` (a callable taking the sources nest) is set.
+    """
+
+    function: str
+    target: Optional[tf.Tensor]
+    fn: Optional[Callable]
+    structure: object
+    flat: list
+    tape: Optional[tf.GradientTape] = None
+
+    def call(self, flat=None) -> tf.Tensor:
+        """Runs the callable target on the sources (or on `flat` in their place)."""
+        args = tf.nest.pack_sequence_as(self.structure, self.flat if flat is None else flat)
+        return check_target(self.function, self.fn(args), returned=True)
+
+    def pack(self, flat_results):
+        return tf.nest.pack_sequence_as(self.structure, flat_results)
+
+
+def make_problem(function, target, sources, tape) -> Problem:
+    """Validates a public call's target, sources and tape into a `Problem`."""
+    is_callable = callable(target) and not tf.is_tensor(target)
+    if is_callable and tape is not None:
+        raise ValueError(message(
+            function, "tape= is only used with a tensor target, but target is a callable",
+            "Drop tape=: compat_grads records the callable itself."))
+    if not is_callable:
+        check_target(function, target)
+    if tape is not None:
+        check_tape(function, tape)
+    flat = flatten_sources(function, sources, convert=is_callable)
+    return Problem(function, None if is_callable else target,
+                   target if is_callable else None, sources, flat, tape)
+
+
+def check_target(function, target, returned=False):
+    where = "the callable target returned" if returned else "target is"
+    if isinstance(target, tf.Variable):
+        target = tf.convert_to_tensor(target)
+    if returned and not tf.is_tensor(target) and not tf.nest.is_nested(target):
+        target = tf.convert_to_tensor(target)
+    if not tf.is_tensor(target) or isinstance(target, tf.SparseTensor):
+        raise TypeError(message(
+            function, f"target must be a tf.Tensor or a callable f(sources) -> tf.Tensor, "
+            f"but {where} {describe(target)}",
+            "Pass the tensor you want differentiated, or a function that computes it "
+            "(one tensor; stack several outputs with tf.stack)."))
+    if target.dtype.base_dtype not in FLOAT_DTYPES:
+        raise TypeError(message(
+            function, f"target must have a floating-point dtype ({_FLOAT_NAMES}), but "
+            f"{where} {describe(target)}",
+            "Derivatives of integer or bool outputs do not exist: differentiate the float "
+            "tensor they were computed from."))
+    return target
+
+
+def check_tape(function, tape):
+    if not isinstance(tape, tf.GradientTape):
+        raise TypeError(message(
+            function, f"tape must be a tf.GradientTape, but got {describe(tape)}",
+            "Pass the GradientTape that recorded the target, or pass a callable target."))
+    # A non-persistent tape drops its record (`_tape`) once it has computed gradients;
+    # TensorFlow only notices deep inside the computation, so check here.
+    if getattr(tape, "_tape", True) is None and not getattr(tape, "_persistent", True):
+        raise RuntimeError(message(
+            function, "the tape has no record: it is a non-persistent GradientTape that "
+            "was already used (or never entered)",
+            "Create it with tf.GradientTape(persistent=True) to use it several times, or "
+            "record the target again, or pass a callable target."))
+
+
+def flatten_sources(function, sources, convert=False) -> list:
+    """The flat list of source leaves, checked: non-empty, tensors or variables, floating."""
+    flat = tf.nest.flatten(sources)
+    if not flat:
+        raise ValueError(message(
+            function, f"sources is empty (got {sources!r})",
+            "Pass the tensor or variable to differentiate with respect to, or a non-empty "
+            "list / tuple / dict of them."))
+    return [_check_source(function, leaf, path, convert)
+            for leaf, path in zip(flat, leaf_paths(sources))]
+
+
+def _check_source(function, leaf, path, convert):
+    if convert and isinstance(leaf, (np.ndarray, np.generic, float)):
+        leaf = tf.convert_to_tensor(leaf)
+    if not (tf.is_tensor(leaf) or isinstance(leaf, tf.Variable)):
+        raise TypeError(message(
+            function, f"{path} must be a tf.Tensor or tf.Variable, but got {describe(leaf)}",
+            "Pass the tensors the target was computed from (a tensor target only depends "
+            "on the exact tensors used to build it)."))
+    if leaf.dtype.base_dtype not in FLOAT_DTYPES:
+        raise TypeError(message(
+            function, f"{path} must be floating-point ({_FLOAT_NAMES}), but got "
+            f"{describe(leaf)}",
+            "Integer and bool tensors have no gradient: cast them with "
+            "tf.cast(x, tf.float32) and compute the target from the cast tensor."))
+    return leaf
+
+
+def leaf_paths(structure, prefix="sources") -> list:
+    """Readable paths (`sources['w'][0]`) in `tf.nest.flatten` order, for error messages."""
+    if isinstance(structure, dict):
+        return [p for key in sorted(structure)
+                for p in leaf_paths(structure[key], f"{prefix}[{key!r}]")]
+    if isinstance(structure, (list, tuple)):
+        return [p for i, item in enumerate(structure)
+                for p in leaf_paths(item, f"{prefix}[{i}]")]
+    return [prefix]
+
+
+def check_strategy(function, strategy):
+    if strategy not in STRATEGIES:
+        raise ValueError(message(
+            function, f"strategy must be one of {', '.join(map(repr, STRATEGIES))}, but got "
+            f"{strategy!r}", "Use 'auto' unless you need a specific direction."))
+    return strategy
+
+
+def check_unconnected(function, unconnected) -> str:
+    value = getattr(unconnected, "value", unconnected)
+    if value not in ("none", "zero"):
+        raise ValueError(message(
+            function, f"unconnected_gradients must be 'none', 'zero' or a "
+            f"tf.UnconnectedGradients, but got {unconnected!r}",
+            "Use 'none' to get None for sources the target does not depend on, 'zero' for "
+            "zeros."))
+    return value
+
+
+def eager_tensor_error(function) -> ModeError:
+    return ModeError(message(
+        function, "target is an eager tensor, but no tape was given",
+        "Pass the GradientTape that recorded it (tape=...) or pass a callable f(x)."))
+
+
+def check_batch(function, target, source):
+    """Checks that target and source share a leading batch dimension.
+
+    Returns an assertion to run when that dimension is only known at run time, else None.
+    """
+    for name, value in (("target", target), ("source", source)):
+        if value.shape.rank == 0:
+            raise ValueError(message(
+                function, f"{name} needs a leading batch dimension, but it is a scalar",
+                "Use stacked_jacobian for unbatched tensors, or add the batch axis."))
+    batch_target, batch_source = target.shape[:1], source.shape[:1]
+    if not batch_target.is_compatible_with(batch_source):
+        raise ValueError(message(
+            function, f"target and source must have the same batch size (first "
+            f"dimension), but target has shape {target.shape} and source {source.shape}",
+            "Pass the batched input the per-sample outputs were computed from; for a full "
+            "Jacobian between unbatched tensors use stacked_jacobian."))
+    if batch_target.is_fully_defined() and batch_source.is_fully_defined():
+        return None
+    return tf.debugging.assert_equal(
+        tf.shape(target)[0], tf.shape(source)[0],
+        message=f"compat_grads.{function}: target and source must have the same batch size")
+
+
+def with_guard(value, guard):
+    """`value`, computed only after the run-time check `guard` (if any) has passed."""
+    if guard is None or value is None:
+        return value
+    with tf.control_dependencies([guard]):
+        return tf.identity(value)
+
+
+def densify(grad):
+    """A dense tensor from a gradient that may be `tf.IndexedSlices` (gather, embeddings)."""
+    if isinstance(grad, tf.IndexedSlices):
+        return tf.math.unsorted_segment_sum(grad.values, grad.indices, grad.dense_shape[0])
+    return grad
+
+
+def linear_pairs(linear, tangents):
+    """([g_k], [v_k]) over the sources with both a VJP and a tangent; None if there are none."""
+    pairs = [(g, v) for g, v in zip(linear, tangents) if g is not None and v is not None]
+    return ([g for g, _ in pairs], [v for _, v in pairs]) if pairs else None
+
+
+def dtype_of(x) -> tf.DType:
+    return x.dtype.base_dtype
+
+
+def size(x):
+    """Number of elements: a Python int when static, else a scalar tensor."""
+    static = x.shape.num_elements()
+    return static if static is not None else tf.size(x)
+
+
+def per_sample_size(x):
+    """Elements per sample (all axes but the first): Python int when static."""
+    static = x.shape[1:].num_elements()
+    return static if static is not None else tf.reduce_prod(tf.shape(x)[1:])
+
+
+def reshape(x, shape, static_shape: tf.TensorShape):
+    """tf.reshape that keeps every statically known dimension."""
+    out = tf.reshape(x, shape)
+    out.set_shape(static_shape)
+    return out
+
+
+def one_hot_like(like, index, dtype, batched: bool):
+    """A tensor shaped like `like` with a single 1 at flat `index`.
+
+    With `batched`, the 1 is at per-sample position `index` in every sample.
+    """
+    shape = tf.shape(like)
+    if not batched:
+        return tf.reshape(tf.one_hot(index, size(like), dtype=dtype), shape)
+    row = tf.one_hot(index, per_sample_size(like), dtype=dtype)
+    return tf.reshape(tf.broadcast_to(row, [shape[0], tf.size(row)]), shape)
+
+
+def zeros(static_shape, shape, dtype):
+    return reshape(tf.zeros(shape, dtype), shape, static_shape)

@@ -1,0 +1,13 @@
+"""Type aliases shared by the public signatures."""
+
+from typing import Any, Callable, Literal, Union
+
+from compat_grads._tf import tf
+
+TensorLike = Union[tf.Tensor, tf.Variable]
+Nest = Any
+"""A tensor, a variable, or a list / tuple / dict nest of them."""
+Target = Union[tf.Tensor, Callable[[Nest], tf.Tensor]]
+Strategy = Literal["auto", "reverse", "forward", "loop"]
+Unconnected = Union[Literal["none", "zero"], tf.UnconnectedGradients]
+Mode = Literal["graph", "function", "eager"]

@@ -1,0 +1,70 @@
+"""The shim: the one place that decides which backend serves a call.
+
+| mode       | tensor target      | tensor + tape | callable target |
+|------------|--------------------|---------------|-----------------|
+| "graph"    | graph              | tape          | graph           |
+| "function" | graph              | tape          | graph           |
+| "eager"    | error (needs tape) | tape          | tape            |
+
+"graph" is a TF1 graph, a `tf.Graph().as_default()` block inside TF2, or a `tf.function`
+traced inside such a graph; "function" is a `tf.function` traced from eager code.
+"""
+
+from compat_grads._structure import Problem, eager_tensor_error
+from compat_grads._tf import tf
+from compat_grads._types import Mode
+from compat_grads.backends.graph import GraphBackend
+from compat_grads.backends.tape import TapeBackend
+
+GRAPH: Mode = "graph"
+FUNCTION: Mode = "function"
+EAGER: Mode = "eager"
+
+
+def execution_mode() -> Mode:
+    """The execution mode of the calling code: "graph", "function" or "eager".
+
+    Returns:
+      "eager" when TensorFlow executes eagerly; "function" while tracing a `tf.function`
+      that was called from eager code; "graph" in a TF1 graph (v2 behaviour disabled) or
+      inside a `tf.Graph().as_default()` block in TF2.
+
+    Example:
+      >>> import compat_grads as cg
+      >>> cg.execution_mode()
+      'eager'
+    """
+    if tf.executing_eagerly():
+        return EAGER
+    # While tracing, init_scope lifts to the outermost context: eager for a tf.function
+    # called from eager code, the graph itself for v1 graphs.
+    if tf.compat.v1.executing_eagerly_outside_functions():
+        return FUNCTION
+    return GRAPH
+
+
+def backend_for(problem: Problem):
+    """The backend that serves `problem` in the current mode (see the table above)."""
+    if problem.tape is not None:
+        return TapeBackend(problem)
+    if execution_mode() == EAGER:
+        if problem.fn is None:
+            raise eager_tensor_error(problem.function)
+        return TapeBackend(problem)
+    return GraphBackend(problem)
+
+
+def as_graph(build):
+    """Runs `build()` so the loops it creates become graph ops.
+
+    Graph and function modes already build graphs; in eager mode the loops are traced once
+    in a `tf.function` so that they run as one program (and a non-persistent tape is
+    differentiated once, at trace time).
+    """
+    if execution_mode() != EAGER:
+        return build()
+    compiled = tf.function(build, autograph=False)
+    # Each call traces a new one-off function on purpose (the loop closes over this call's
+    # tensors), so TensorFlow's "frequent retracing" warning would only point at us.
+    compiled._omit_frequent_tracing_warning = True
+    return compiled()

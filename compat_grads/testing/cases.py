@@ -1,0 +1,217 @@
+"""The shared case table: functions built from TF ops, their inputs and an independent oracle.
+
+Each case says how to build the target from the sources (and constants) with TensorFlow ops,
+and how to compute the same function in numpy (for float64 central differences) or its
+Jacobian analytically. Both test suites and `compat-grads check` run this table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import zlib
+from typing import Callable, Optional
+
+import numpy as np
+
+from compat_grads._tf import tf
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One row of the matrix.
+
+    Attributes:
+      name: unique id.
+      build: `(sources, consts) -> target`, TF ops; `sources` has the structure of
+        `make_sources()`, `consts` is a dict of tensors.
+      make_sources: `rng -> nest of float64 arrays` (rounded to `dtype` later).
+      make_consts: `rng -> dict of float64 arrays`.
+      numpy_fn: `(sources, consts) -> array`, the same function in numpy (float64), for the
+        central-difference oracle. Unused when `jacobian` is given.
+      jacobian: `(sources, consts) -> [block per flat source]`, the analytic Jacobian.
+      dtype: dtype of sources and constants.
+      batched: samples are independent along axis 0, so `batch_jacobian` applies.
+      dynamic_batch: graph routes feed sources with an unknown first dimension.
+      unconnected: flat indices of sources the target does not depend on.
+      variables: sources are `tf.Variable`s instead of tensors.
+      may_fall_back: pfor may fail on it, so a `VectorizationWarning` (and the while_loop
+        fallback) is expected; in every other case such a warning is a failure.
+      unsupported: routes that must fail with a clear `compat_grads.ModeError`.
+      note: what the case guards against.
+    """
+
+    name: str
+    build: Callable
+    make_sources: Callable
+    make_consts: Callable = lambda rng: {}
+    numpy_fn: Optional[Callable] = None
+    jacobian: Optional[Callable] = None
+    dtype: str = "float32"
+    batched: bool = False
+    dynamic_batch: bool = False
+    unconnected: tuple = ()
+    variables: bool = False
+    may_fall_back: bool = False
+    unsupported: tuple = ()
+    note: str = ""
+
+    def inputs(self):
+        """(sources, consts) as float64 arrays holding values exactly representable in dtype."""
+        rng = np.random.default_rng(zlib.crc32(self.name.encode()))
+        rounded = lambda a: round_to(np.asarray(a, np.float64), self.dtype)  # noqa: E731
+        sources = tf.nest.map_structure(rounded, self.make_sources(rng))
+        return sources, {k: rounded(v) for k, v in self.make_consts(rng).items()}
+
+    def __str__(self):
+        return self.name
+
+
+def round_to(array, dtype: str):
+    """float64 array of the values `array` takes once cast to `dtype`."""
+    return np.asarray(array, tf.as_dtype(dtype).as_numpy_dtype).astype(np.float64)
+
+
+def _normal(*shape):
+    return lambda rng: rng.standard_normal(shape)
+
+
+# ----------------------------------------------------------------------------- builders
+
+
+def _mlp(x, c):
+    return tf.tanh(tf.matmul(tf.tanh(tf.matmul(x, c["w1"]) + c["b1"]), c["w2"]))
+
+
+def _mlp_np(x, c):
+    return np.tanh(np.tanh(x @ c["w1"] + c["b1"]) @ c["w2"])
+
+
+def _mlp_consts(rng):
+    return {"w1": rng.standard_normal((3, 5)) / 2, "b1": rng.standard_normal(5) / 2,
+            "w2": rng.standard_normal((5, 2)) / 2}
+
+
+def _mlp_case(name, dtype="float32", **kw):
+    return Case(name, _mlp, _normal(4, 3), _mlp_consts, numpy_fn=_mlp_np, dtype=dtype,
+                batched=True, **kw)
+
+
+def _softmax_np(x, c):
+    z = x @ c["w"]
+    e = np.exp(z - z.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _conv_np(x, f):
+    """VALID, stride 1, NHWC input, HWIO filter."""
+    kh, kw = f.shape[:2]
+    out_h, out_w = x.shape[1] - kh + 1, x.shape[2] - kw + 1
+    out = np.zeros((x.shape[0], out_h, out_w, f.shape[3]))
+    for i in range(out_h):
+        for j in range(out_w):
+            out[:, i, j, :] = np.einsum("bhwc,hwco->bo", x[:, i:i + kh, j:j + kw, :], f)
+    return out
+
+
+def _conv(x, f):
+    return tf.nn.conv2d(x, f, strides=1, padding="VALID")
+
+
+def _seed_matmul_jacobian(x, c):
+    a = c["a"]
+    return [a.reshape(a.shape[0], 1, a.shape[1], 1)]
+
+
+def _seed_scalar(x, c):
+    return tf.stack([x ** 2, x ** 3])
+
+
+def _embedding(table, c):
+    return tf.nn.embedding_lookup(table, tf.constant([[1, 3], [3, 5]])) * c["w"]
+
+
+def _nest_dict(s, c):
+    return tf.tanh(tf.linalg.matvec(s["b"], s["a"][:2])) * s["a"][2]
+
+
+def _nest_dict_np(s, c):
+    return np.tanh(s["b"] @ s["a"][:2]) * s["a"][2]
+
+
+def _piecewise(x, c):
+    return tf.cond(tf.reduce_sum(x) > 0.0, lambda: tf.sin(x) * x, lambda: x ** 2)
+
+
+def _piecewise_np(x, c):
+    return np.sin(x) * x if x.sum() > 0 else x ** 2
+
+
+CASES = (
+    Case("seed_matmul", lambda x, c: tf.matmul(c["a"], x), _normal(50, 1),
+         lambda rng: {"a": rng.standard_normal((100, 50))}, jacobian=_seed_matmul_jacobian,
+         note="seed article 1: y = A @ x, x (50,1), A (100,50): J (100,1,50,1), no extra "
+              "axis; the loop strategy runs over indices (the seed's map_fn over values "
+              "fails) and the graph does not grow with the 100 rows"),
+    Case("seed_scalar_stack", _seed_scalar, lambda rng: np.float64(rng.uniform(1, 2)),
+         jacobian=lambda x, c: [np.array([2 * x, 3 * x ** 2])],
+         note="seed article 1: scalar x, y = stack([x**2, x**3]): shape (2,)"),
+    _mlp_case("mlp_tanh", note="nonlinear, batched: tanh MLP on a (4,3) batch"),
+    _mlp_case("mlp_tanh_float64", "float64"),
+    _mlp_case("mlp_tanh_float16", "float16"),
+    _mlp_case("mlp_tanh_bfloat16", "bfloat16"),
+    _mlp_case("mlp_dynamic_batch", dynamic_batch=True,
+              note="unknown batch size in graphs (TF's private batch_jacobian crashes on "
+                   "it in a v1 Graph inside TF2)"),
+    _mlp_case("mlp_variables", variables=True, note="sources are tf.Variables"),
+    Case("mlp_weights", lambda w, c: _mlp(c["x"], {"w1": w[0], "b1": c["b1"], "w2": w[1]}),
+         lambda rng: [rng.standard_normal((3, 5)) / 2, rng.standard_normal((5, 2)) / 2],
+         lambda rng: {"x": rng.standard_normal((4, 3)), "b1": rng.standard_normal(5) / 2},
+         numpy_fn=lambda w, c: _mlp_np(c["x"], {"w1": w[0], "b1": c["b1"], "w2": w[1]}),
+         note="Jacobian with respect to a list of weights: one block per weight"),
+    Case("softmax", lambda x, c: tf.nn.softmax(tf.matmul(x, c["w"])), _normal(3, 4),
+         lambda rng: {"w": rng.standard_normal((4, 4))}, numpy_fn=_softmax_np, batched=True),
+    Case("conv2d_input", lambda x, c: _conv(x, c["f"]), _normal(2, 4, 4, 2),
+         lambda rng: {"f": rng.standard_normal((3, 3, 2, 3)) / 3},
+         numpy_fn=lambda x, c: _conv_np(x, c["f"]), batched=True),
+    Case("conv2d_filter", lambda f, c: _conv(c["x"], f), lambda rng: rng.standard_normal(
+        (2, 2, 2, 3)) / 3, lambda rng: {"x": rng.standard_normal((2, 3, 3, 2))},
+         numpy_fn=lambda f, c: _conv_np(c["x"], f),
+         note="pfor has no converter for Conv2DBackpropFilter and falls back to a loop"),
+    Case("nest_dict", _nest_dict, lambda rng: {"a": rng.standard_normal(3),
+                                               "b": rng.standard_normal((2, 2))},
+         numpy_fn=_nest_dict_np, note="dict of sources: results keep the dict"),
+    Case("nest_tuple", lambda s, c: s[0] * tf.sin(s[1]),
+         lambda rng: (rng.standard_normal(3), rng.standard_normal(3)),
+         numpy_fn=lambda s, c: s[0] * np.sin(s[1])),
+    Case("unconnected", lambda s, c: s[0] ** 2, lambda rng: [rng.standard_normal(3),
+                                                            rng.standard_normal(2)],
+         numpy_fn=lambda s, c: s[0] ** 2, unconnected=(1,),
+         note="the second source is not used: None or zeros, never a wrong shape"),
+    Case("gather", lambda x, c: tf.tanh(tf.gather(x, [0, 2, 2, 4])), _normal(5, 3),
+         numpy_fn=lambda x, c: np.tanh(x[[0, 2, 2, 4]]),
+         note="gather gives IndexedSlices gradients; repeated indices must add up"),
+    Case("embedding", _embedding, _normal(6, 4), lambda rng: {"w": rng.standard_normal(4)},
+         numpy_fn=lambda t, c: t[np.array([[1, 3], [3, 5]])] * c["w"]),
+    Case("mixed_f32_source_f64_target", lambda x, c: tf.cast(x, tf.float64) ** 3,
+         _normal(3), numpy_fn=lambda x, c: x ** 3,
+         note="target dtype differs from the source dtype"),
+    Case("mixed_f64_source_f32_target", lambda x, c: tf.cast(tf.sin(x), tf.float32),
+         _normal(3), numpy_fn=lambda x, c: np.sin(x), dtype="float64"),
+    Case("batch_rank1_target", lambda x, c: tf.reduce_sum(x ** 2 * c["w"], axis=1),
+         _normal(4, 3), lambda rng: {"w": rng.standard_normal(3)},
+         numpy_fn=lambda x, c: (x ** 2 * c["w"]).sum(axis=1), batched=True,
+         note="per-sample scalars of shape (b,): GradientTape.batch_jacobian rejects them"),
+    Case("scalar_target", lambda x, c: tf.reduce_sum(tf.tanh(x)), _normal(3, 2),
+         numpy_fn=lambda x, c: np.tanh(x).sum()),
+    Case("identity_target", lambda x, c: tf.identity(x), _normal(2, 3),
+         jacobian=lambda x, c: [np.eye(6).reshape(2, 3, 2, 3)], batched=False),
+    Case("piecewise_cond", _piecewise, lambda rng: rng.uniform(0.5, 1.5, 3),
+         numpy_fn=_piecewise_np, may_fall_back=True, unsupported=("tf1.tape",),
+         note="tf.cond in the target: pfor fails through a v1 cond in TF1 graphs (at run "
+              "time) and in forward mode through a v2 cond, so the while_loop takes over; "
+              "GradientTape cannot differentiate a v1 cond at all"),
+)
+
+
+def get(name: str) -> Case:
+    return next(case for case in CASES if case.name == name)

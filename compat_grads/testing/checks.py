@@ -1,0 +1,51 @@
+"""Running the matrix: one item over several routes, and the TF1 side in its own process."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+
+from compat_grads.testing import compare
+from compat_grads.testing.routes import run
+
+
+def check_item(item, routes, reference=None, extra=None, bitwise=True):
+    """Runs `item` on `routes` here and checks every result.
+
+    `extra` holds results from elsewhere (the TF1 process), keyed by route, joined to the
+    comparison. Returns (problems, results, oracle error, largest difference to the
+    reference route).
+    """
+    results = {route: run(item, route) for route in routes}
+    results.update(extra or {})
+    problems, worst_oracle = [], 0.0
+    for route, result in results.items():
+        found, error = compare.against_oracle(item, route, result)
+        problems += [f"{route}: {p}" for p in found]
+        worst_oracle = max(worst_oracle, error) if error == error else worst_oracle
+    supported = {r: res for r, res in results.items() if r not in item.case.unsupported}
+    found, worst_route = compare.all_between(item, supported, reference or routes[0], bitwise)
+    return problems + found, results, worst_oracle, worst_route
+
+
+def run_tf1_process(items, routes, timeout=1800) -> dict:
+    """Runs `items` on TF1 `routes` in a new process with v2 behaviour disabled.
+
+    Returns {item id: {route: Result}}. Raises RuntimeError with the worker's output if the
+    worker fails.
+    """
+    with tempfile.TemporaryDirectory() as folder:
+        out = os.path.join(folder, "tf1.pickle")
+        ids = os.path.join(folder, "ids.txt")
+        with open(ids, "w") as handle:
+            handle.write("\n".join(item.id for item in items))
+        command = [sys.executable, "-m", "compat_grads.testing.worker", out, ids, *routes]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        if done.returncode != 0:
+            raise RuntimeError(f"the TF1 worker failed ({done.returncode}):\n"
+                               f"{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
+        with open(out, "rb") as handle:
+            return pickle.load(handle)

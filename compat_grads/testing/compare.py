@@ -1,0 +1,105 @@
+"""Checks of route results against the oracle and against each other.
+
+Each check returns a list of problems (empty when all is well) plus the measured numbers,
+so the test suites can assert and `compat-grads check` can print a table.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from compat_grads._errors import ModeError
+from compat_grads.testing import oracle, tolerances
+from compat_grads.testing.routes import backend_of
+
+
+def _precision(item) -> str:
+    return item.case.dtype
+
+
+def against_oracle(item, route, result):
+    """(problems, max scaled error vs the oracle) for one route's result."""
+    if route in item.case.unsupported:
+        return _unsupported_problems(result), float("nan")
+    if result.error:
+        return [f"raised {result.error}"], float("nan")
+    problems = [f"unexpected warning: {w}" for w in result.warnings
+                if not item.case.may_fall_back]
+    if result.structure_error:
+        problems.append(f"result does not mirror the sources: {result.structure_error}")
+    want = oracle.expected(item.case, item.function, item.unconnected)
+    if len(want) != len(result.values):
+        return problems + [f"{len(result.values)} results for {len(want)} sources"], float("nan")
+    worst = 0.0
+    for k, (got, ref, static) in enumerate(zip(result.values, want, result.static_shapes)):
+        problems += _leaf_problems(k, got, ref, static)
+        if got is not None and ref is not None and np.shape(got) == ref.shape:
+            worst = max(worst, tolerances.scaled_error(got, ref))
+    limit = tolerances.TOLERANCE[_precision(item)]
+    if worst > limit:
+        problems.append(f"error vs oracle {worst:.3g} > tolerance {limit:g}")
+    return problems, worst
+
+
+def _unsupported_problems(result):
+    if result.error_type is None:
+        return ["ran, but this route is declared unsupported: expected a ModeError"]
+    if not issubclass(result.error_type, ModeError) or "compat_grads." not in result.error:
+        return [f"expected a clear compat_grads.ModeError, got {result.error}"]
+    return []
+
+
+def _leaf_problems(k, got, ref, static):
+    if (got is None) != (ref is None):
+        return [f"result {k} is {'None' if got is None else 'a tensor'}, expected "
+                f"{'None' if ref is None else 'a tensor'}"]
+    if got is None:
+        return []
+    if np.shape(got) != ref.shape:
+        return [f"result {k} has shape {np.shape(got)}, expected {ref.shape}"]
+    if static is None or len(static) != ref.ndim or any(
+            s is not None and s != r for s, r in zip(static, ref.shape)):
+        return [f"result {k} has static shape {static}, expected one compatible with "
+                f"{ref.shape}"]
+    return []
+
+
+def between(item, route_a, result_a, route_b, result_b, bitwise=True):
+    """(problems, max |a - b|) between two routes; bit for bit when they share an algorithm
+    and `bitwise` is set (oneDNN's graph rewrites can differ by an ulp between a Session and
+    a tf.function; tox turns them off with TF_ENABLE_ONEDNN_OPTS=0)."""
+    if result_a.error or result_b.error:
+        return [], float("nan")
+    same = bitwise and backend_of(route_a) == backend_of(route_b) == "graph"
+    limit = tolerances.SAME_ALGORITHM if same else tolerances.TOLERANCE[_precision(item)]
+    problems, worst = [], 0.0
+    for k, (a, b) in enumerate(zip(result_a.values, result_b.values)):
+        if (a is None) != (b is None) or np.shape(a) != np.shape(b):
+            problems.append(f"result {k}: {route_a} and {route_b} disagree on shape/None")
+            continue
+        if a is None:
+            continue
+        diff = tolerances.max_abs_difference(a, b)
+        scaled = tolerances.scaled_error(a, b)
+        worst = max(worst, diff)
+        if (same and diff > 0) or scaled > limit:
+            kind = "bitwise" if same else f"within {limit:g}"
+            problems.append(f"result {k}: {route_a} vs {route_b} differ by {diff:.3g} "
+                            f"(expected {kind})")
+    return problems, worst
+
+
+def all_between(item, results: dict, reference: str, bitwise=True):
+    """Problems and the largest difference of every route against `reference`, plus
+    bitwise checks among all graph-backend routes."""
+    problems, worst = [], 0.0
+    names = list(results)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            if a != reference and b != reference and not (
+                    backend_of(a) == backend_of(b) == "graph"):
+                continue
+            found, diff = between(item, a, results[a], b, results[b], bitwise)
+            problems += found
+            worst = max(worst, diff) if diff == diff else worst
+    return problems, worst

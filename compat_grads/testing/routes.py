@@ -1,0 +1,160 @@
+"""How a matrix item is run in each execution mode ("route") and what comes back.
+
+A route is `<mode>.<target kind>`: the mode is "tf1" (a TF1 graph, v2 behaviour disabled in
+this process), "v1graph" (a `tf.Graph` inside TF2), "function" (`tf.function`) or "eager";
+the target kind is "tensor", "callable" or "tape" (a tensor with the tape that recorded it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from typing import Optional
+
+import numpy as np
+
+from compat_grads._tf import tf
+
+TF1_ROUTES = ("tf1.tensor", "tf1.callable", "tf1.tape")
+TF2_ROUTES = ("v1graph.tensor", "v1graph.callable", "v1graph.tape", "function.tensor",
+              "function.callable", "function.tape", "eager.callable", "eager.tape")
+
+
+def backend_of(route: str) -> str:
+    """Which backend serves the route; routes on the same backend run the same algorithm."""
+    return "tape" if route.endswith(".tape") or route == "eager.callable" else "graph"
+
+
+@dataclasses.dataclass
+class Result:
+    """What one route returned: flat values (None where the API returned None), the static
+    shapes the graph knew while building, and whether the result mirrored the sources."""
+
+    values: list = dataclasses.field(default_factory=list)
+    static_shapes: list = dataclasses.field(default_factory=list)
+    structure_error: Optional[str] = None
+    error: Optional[str] = None
+    error_type: Optional[type] = None
+    warnings: list = dataclasses.field(default_factory=list)
+
+
+def run(item, route: str) -> Result:
+    """Runs `item` on `route` in this process; exceptions are captured in `Result.error`."""
+    mode, kind = route.split(".")
+    runner = {"tf1": _run_graph, "v1graph": _run_graph, "function": _run_function,
+              "eager": _run_eager}[mode]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            result = runner(item, kind)
+        except Exception as err:  # noqa: BLE001 - a failing route is a result to report
+            result = Result(error=f"{type(err).__name__}: {err}", error_type=type(err))
+    result.warnings = [str(w.message) for w in caught
+                       if w.category.__module__.startswith("compat_grads")]
+    return result
+
+
+def _invoke(item, kind, sources, consts):
+    def build(s):
+        return item.case.build(s, consts)
+
+    if kind == "tensor":
+        return item.call(build(sources), sources)
+    if kind == "callable":
+        return item.call(build, sources)
+    with tf.GradientTape() as tape:
+        tape.watch(tf.nest.flatten(sources))
+        target = build(sources)
+    return item.call(target, sources, tape=tape)
+
+
+def _numpy(values, dtype):
+    return tf.nest.map_structure(lambda v: np.asarray(v, dtype.as_numpy_dtype), values)
+
+
+def _shape(case, value):
+    shape = list(np.shape(value))
+    if case.dynamic_batch and shape:
+        shape[0] = None
+    return shape
+
+
+def _structure_error(out, sources):
+    try:
+        tf.nest.assert_same_structure(out, sources)
+    except (TypeError, ValueError) as err:
+        return str(err)
+    return None
+
+
+def _static(out):
+    return [None if t is None else t.shape.as_list() if t.shape.rank is not None else None
+            for t in tf.nest.flatten(out)]
+
+
+def _result(out, sources, values, static_shapes):
+    return Result(values, static_shapes, _structure_error(out, sources))
+
+
+def _run_graph(item, kind):
+    case = item.case
+    sources, consts = case.inputs()
+    dtype = tf.as_dtype(case.dtype)
+    graph = tf.Graph()
+    with graph.as_default():
+        if case.variables:
+            # GradientTape cannot watch TF1's default reference variables.
+            xs = tf.nest.map_structure(
+                lambda v: tf.compat.v1.Variable(v, dtype=dtype, use_resource=kind == "tape"),
+                _numpy(sources, dtype))
+            feeds = {}
+        else:
+            xs = tf.nest.map_structure(
+                lambda v: tf.compat.v1.placeholder(dtype, _shape(case, v)), sources)
+            feeds = dict(zip(tf.nest.flatten(xs), tf.nest.flatten(_numpy(sources, dtype))))
+        cs = {k: tf.compat.v1.placeholder(dtype, np.shape(v)) for k, v in consts.items()}
+        feeds.update({cs[k]: np.asarray(v, dtype.as_numpy_dtype) for k, v in consts.items()})
+        out = _invoke(item, kind, xs, cs)
+        flat = tf.nest.flatten(out)
+        with tf.compat.v1.Session(graph=graph) as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            values = session.run([t for t in flat if t is not None], feeds)
+    values = iter(values)
+    return _result(out, xs, [None if t is None else next(values) for t in flat], _static(out))
+
+
+def _run_function(item, kind):
+    case = item.case
+    sources, consts = case.inputs()
+    dtype = tf.as_dtype(case.dtype)
+    const_specs = {k: tf.TensorSpec(np.shape(v), dtype) for k, v in consts.items()}
+    const_args = {k: tf.constant(v, dtype) for k, v in consts.items()}
+    traced = {}
+
+    def body(xs, cs):
+        out = _invoke(item, kind, xs, cs)
+        traced.update(static=_static(out), structure=_structure_error(out, xs))
+        return out
+
+    if case.variables:
+        xs = tf.nest.map_structure(lambda v: tf.Variable(v, dtype=dtype), sources)
+        fn = tf.function(lambda cs: body(xs, cs), input_signature=[const_specs])
+        out = fn(const_args)
+    else:
+        specs = tf.nest.map_structure(lambda v: tf.TensorSpec(_shape(case, v), dtype), sources)
+        fn = tf.function(body, input_signature=[specs, const_specs])
+        out = fn(tf.nest.map_structure(lambda v: tf.constant(v, dtype), sources), const_args)
+    values = [None if t is None else t.numpy() for t in tf.nest.flatten(out)]
+    return Result(values, traced["static"], traced["structure"])
+
+
+def _run_eager(item, kind):
+    case = item.case
+    sources, consts = case.inputs()
+    dtype = tf.as_dtype(case.dtype)
+    make = tf.Variable if case.variables else tf.constant
+    xs = tf.nest.map_structure(lambda v: make(v, dtype=dtype), sources)
+    cs = {k: tf.constant(v, dtype) for k, v in consts.items()}
+    out = _invoke(item, kind, xs, cs)
+    flat = tf.nest.flatten(out)
+    return _result(out, xs, [None if t is None else t.numpy() for t in flat], _static(out))

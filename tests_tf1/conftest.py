@@ -1,0 +1,6 @@
+"""TF1 suite: v2 behaviour is disabled here, before anything else imports TensorFlow code
+that could run an op. This process stays in TF1 graph mode for its whole life."""
+
+import tensorflow as tf
+
+tf.compat.v1.disable_v2_behavior()

@@ -1,0 +1,21 @@
+"""Every matrix item in a TF1 graph (Session), on every TF1 route, against the oracle."""
+
+import pytest
+
+from compat_grads.testing import TF1_ROUTES, checks, items
+
+
+def test_this_process_is_tf1():
+    import tensorflow as tf
+    import compat_grads as cg
+
+    assert not tf.executing_eagerly()
+    assert not tf.compat.v1.control_flow_v2_enabled()
+    assert cg.execution_mode() == "graph"
+
+
+@pytest.mark.parametrize("item", items(), ids=str)
+def test_matrix(item):
+    problems, results, _, _ = checks.check_item(item, TF1_ROUTES, "tf1.tensor")
+    assert not problems, "\n".join(problems)
+    assert set(results) == set(TF1_ROUTES)

@@ -1,0 +1,28 @@
+"""Every matrix item on every TF2 route (v1 Graph, tf.function, eager), against the oracle,
+against each other, and bit for bit against the TF1 graph route run in its own process."""
+
+import pytest
+
+from compat_grads.testing import TF2_ROUTES, checks, items
+
+ITEMS = items()
+
+
+@pytest.fixture(scope="session")
+def tf1_results():
+    return checks.run_tf1_process(ITEMS, ["tf1.tensor"])
+
+
+@pytest.mark.parametrize("item", ITEMS, ids=str)
+def test_matrix(item, tf1_results):
+    extra = tf1_results[item.id]
+    problems, results, _, _ = checks.check_item(item, TF2_ROUTES, "tf1.tensor", extra)
+    assert not problems, "\n".join(problems)
+    assert set(results) == set(TF2_ROUTES) | {"tf1.tensor"}
+
+
+def test_tf1_process_really_ran_tf1(tf1_results):
+    assert set(tf1_results) == {item.id for item in ITEMS}
+    seed = tf1_results["seed_matmul-stacked_jacobian-reverse"]["tf1.tensor"]
+    assert seed.error is None
+    assert seed.values[0].shape == (100, 1, 50, 1)
