@@ -16,7 +16,6 @@ from compat_grads import dispatch
 from compat_grads._errors import VectorizationWarning, message, warn
 from compat_grads._tf import tf
 
-
 # What pfor raises, while building, when it cannot convert an op or a gradient through it.
 _VECTORIZATION_ERRORS = (ValueError, TypeError, NotImplementedError, LookupError,
                          tf.errors.InvalidArgumentError, tf.errors.UnimplementedError)

@@ -6,7 +6,7 @@ Everything here is mode-agnostic: it works on eager tensors and on graph tensors
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Optional
+from collections.abc import Callable
 
 import numpy as np
 
@@ -26,11 +26,11 @@ class Problem:
     """
 
     function: str
-    target: Optional[tf.Tensor]
-    fn: Optional[Callable]
+    target: tf.Tensor | None
+    fn: Callable | None
     structure: object
     flat: list
-    tape: Optional[tf.GradientTape] = None
+    tape: tf.GradientTape | None = None
 
     def call(self, flat=None) -> tf.Tensor:
         """Runs the callable target on the sources (or on `flat` in their place)."""

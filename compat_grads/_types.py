@@ -1,6 +1,7 @@
 """Type aliases shared by the public signatures."""
 
-from typing import Any, Callable, Literal, Union
+from collections.abc import Callable
+from typing import Any, Literal, Union
 
 from compat_grads._tf import tf
 

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
-from compat_grads import _jacobians
+from compat_grads import _jacobians, dispatch
 from compat_grads import _structure as st
-from compat_grads import dispatch
 from compat_grads._errors import message
 from compat_grads._tf import tf
 from compat_grads._types import Nest, Strategy, Target, TensorLike, Unconnected
 
 
-def stacked_jacobian(target: Target, sources: Nest, *, tape: Optional[tf.GradientTape] = None,
+def stacked_jacobian(target: Target, sources: Nest, *, tape: tf.GradientTape | None = None,
                      strategy: Strategy = "auto",
                      unconnected_gradients: Unconnected = "none") -> Nest:
     """The full Jacobian of `target` with respect to each source.
@@ -61,7 +58,7 @@ def stacked_jacobian(target: Target, sources: Nest, *, tape: Optional[tf.Gradien
 
 
 def per_element_gradients(target: Target, sources: Nest, *,
-                          tape: Optional[tf.GradientTape] = None,
+                          tape: tf.GradientTape | None = None,
                           unconnected_gradients: Unconnected = "none") -> Nest:
     """dy/dx with the shape of `y`: the Jacobian summed over each source's axes.
 
@@ -100,8 +97,8 @@ def per_element_gradients(target: Target, sources: Nest, *,
 
 
 def batch_jacobian(target: Target, source: TensorLike, *,
-                   tape: Optional[tf.GradientTape] = None, strategy: Strategy = "auto",
-                   unconnected_gradients: Unconnected = "none") -> Optional[tf.Tensor]:
+                   tape: tf.GradientTape | None = None, strategy: Strategy = "auto",
+                   unconnected_gradients: Unconnected = "none") -> tf.Tensor | None:
     """Per-sample Jacobians of a batched target with respect to a batched source.
 
     Shape: `[b] + y.shape[1:] + x.shape[1:]`, `B[s, i..., j...] = d y[s, i...] / d x[s, j...]`.

@@ -7,6 +7,7 @@ from compat_grads.testing import TF1_ROUTES, checks, items
 
 def test_this_process_is_tf1():
     import tensorflow as tf
+
     import compat_grads as cg
 
     assert not tf.executing_eagerly()

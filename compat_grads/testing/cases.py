@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import zlib
-from typing import Callable, Optional
+from collections.abc import Callable
 
 import numpy as np
 
@@ -44,8 +44,8 @@ class Case:
     build: Callable
     make_sources: Callable
     make_consts: Callable = lambda rng: {}
-    numpy_fn: Optional[Callable] = None
-    jacobian: Optional[Callable] = None
+    numpy_fn: Callable | None = None
+    jacobian: Callable | None = None
     dtype: str = "float32"
     batched: bool = False
     dynamic_batch: bool = False
@@ -187,6 +187,10 @@ CASES = (
                                                             rng.standard_normal(2)],
          numpy_fn=lambda s, c: s[0] ** 2, unconnected=(1,),
          note="the second source is not used: None or zeros, never a wrong shape"),
+    Case("batch_unconnected", lambda x, c: tf.stop_gradient(x) * 2.0, _normal(3, 2),
+         numpy_fn=lambda x, c: 2 * x, batched=True, unconnected=(0,),
+         note="batch_jacobian of an unconnected source: None or zeros as asked (TF's own "
+              "parallel_for batch_jacobian returns zeros regardless)"),
     Case("gather", lambda x, c: tf.tanh(tf.gather(x, [0, 2, 2, 4])), _normal(5, 3),
          numpy_fn=lambda x, c: np.tanh(x[[0, 2, 2, 4]]),
          note="gather gives IndexedSlices gradients; repeated indices must add up"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from compat_grads._errors import ModeError
+from compat_grads._tf import tf
 from compat_grads.testing import oracle, tolerances
 from compat_grads.testing.routes import backend_of
 
@@ -31,8 +32,11 @@ def against_oracle(item, route, result):
     if len(want) != len(result.values):
         return problems + [f"{len(result.values)} results for {len(want)} sources"], float("nan")
     worst = 0.0
+    dtype = np.dtype(tf.as_dtype(item.case.dtype).as_numpy_dtype)
     for k, (got, ref, static) in enumerate(zip(result.values, want, result.static_shapes)):
         problems += _leaf_problems(k, got, ref, static)
+        if got is not None and got.dtype != dtype:
+            problems.append(f"result {k} has dtype {got.dtype}, expected the source's {dtype}")
         if got is not None and ref is not None and np.shape(got) == ref.shape:
             worst = max(worst, tolerances.scaled_error(got, ref))
     limit = tolerances.TOLERANCE[_precision(item)]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
-from typing import Optional
 
 import compat_grads as cg
 from compat_grads._structure import STRATEGIES
@@ -20,7 +19,7 @@ class Item:
 
     case: Case
     function: str
-    strategy: Optional[str] = None
+    strategy: str | None = None
     unconnected: str = "none"
 
     @property
@@ -42,7 +41,7 @@ def _applies(case: Case, function: str) -> bool:
     return function != "batch_jacobian" or case.batched
 
 
-def items(pattern: Optional[str] = None) -> list:
+def items(pattern: str | None = None) -> list:
     """All matrix items, or those whose id matches the glob / substring `pattern`."""
     out = []
     for case in CASES:

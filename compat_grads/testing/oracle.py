@@ -56,7 +56,7 @@ def _central_differences(fn, sources, consts):
     return blocks
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def jacobian(case: Case) -> list:
     """Full float64 Jacobian blocks, `y.shape + x_k.shape`, None for unconnected sources."""
     sources, consts = case.inputs()

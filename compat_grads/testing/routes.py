@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from typing import Optional
 
 import numpy as np
 
@@ -32,9 +31,9 @@ class Result:
 
     values: list = dataclasses.field(default_factory=list)
     static_shapes: list = dataclasses.field(default_factory=list)
-    structure_error: Optional[str] = None
-    error: Optional[str] = None
-    error_type: Optional[type] = None
+    structure_error: str | None = None
+    error: str | None = None
+    error_type: type | None = None
     warnings: list = dataclasses.field(default_factory=list)
 
 

@@ -11,7 +11,8 @@ from compat_grads._tf import tf
 def main(argv=None) -> int:
     out, ids_file, *routes = (argv if argv is not None else sys.argv[1:])
     tf.compat.v1.disable_v2_behavior()
-    from compat_grads.testing import matrix, routes as route_module
+    from compat_grads.testing import matrix
+    from compat_grads.testing import routes as route_module
 
     with open(ids_file) as handle:
         wanted = set(handle.read().split())

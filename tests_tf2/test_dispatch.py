@@ -1,0 +1,98 @@
+"""The shim: one place decides the mode and the backend; importing changes no TF state."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import tensorflow as tf
+
+import compat_grads as cg
+from compat_grads import dispatch
+from compat_grads._structure import make_problem
+from compat_grads.backends.graph import GraphBackend
+from compat_grads.backends.tape import TapeBackend
+
+
+def test_modes():
+    assert cg.execution_mode() == "eager"
+    assert tf.function(lambda: tf.constant(cg.execution_mode()))().numpy() == b"function"
+    with tf.Graph().as_default():
+        assert cg.execution_mode() == "graph"
+        # A tf.function traced inside a v1 Graph is still graph mode: no eager around it.
+        inner = tf.function(lambda: tf.constant(cg.execution_mode()))()
+        with tf.compat.v1.Session() as session:
+            assert session.run(inner) == b"graph"
+
+
+def _backend(target, sources, tape=None):
+    return type(dispatch.backend_for(make_problem("f", target, sources, tape)))
+
+
+def test_backend_table():
+    x = tf.constant([1.0, 2.0])
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = x * 2
+    assert _backend(lambda s: s * 2, x) is TapeBackend
+    assert _backend(y, x, tape) is TapeBackend
+
+    @tf.function
+    def traced(x):
+        with tf.GradientTape() as inner:
+            inner.watch(x)
+            y = x * 2
+        return (_backend(y, x) is GraphBackend, _backend(lambda s: s * 2, x) is GraphBackend,
+                _backend(y, x, inner) is TapeBackend)
+
+    assert traced(x) == (True, True, True)
+    with tf.Graph().as_default():
+        xg = tf.compat.v1.placeholder(tf.float32, [2])
+        assert _backend(xg * 2, xg) is GraphBackend
+        assert _backend(lambda s: s * 2, xg) is GraphBackend
+
+
+def _python(code):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, env=env, timeout=300)
+
+
+def test_import_changes_no_global_state():
+    done = _python("""
+        import tensorflow as tf
+        before = (tf.executing_eagerly(), tf.compat.v1.control_flow_v2_enabled(),
+                  tf.config.functions_run_eagerly(), tf.get_logger().level)
+        import compat_grads
+        after = (tf.executing_eagerly(), tf.compat.v1.control_flow_v2_enabled(),
+                 tf.config.functions_run_eagerly(), tf.get_logger().level)
+        assert before == after == (True, True, False, before[3]), (before, after)
+        print("same")
+    """)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "same"
+
+
+def test_import_without_tensorflow_names_the_extra():
+    done = _python("""
+        import sys
+        class Block:
+            def find_spec(self, name, path=None, target=None):
+                if name == "tensorflow" or name.startswith("tensorflow."):
+                    raise ImportError("No module named 'tensorflow'")
+        sys.meta_path.insert(0, Block())
+        import compat_grads
+    """)
+    assert done.returncode != 0
+    assert "ImportError: compat_grads needs TensorFlow >= 2.16" in done.stderr
+    assert "pip install 'compat_grads[cpu]'" in done.stderr
+    assert "compat_grads[tf]" in done.stderr
+
+
+@pytest.mark.parametrize("version, old", [("2.15.1", True), ("2.16.0", False),
+                                          ("2.21.0rc1", False), ("3.0.0", False)])
+def test_version_gate(version, old):
+    from compat_grads._tf import MIN_VERSION, _version_tuple
+
+    assert (_version_tuple(version) < MIN_VERSION) == old

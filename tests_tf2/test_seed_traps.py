@@ -1,0 +1,39 @@
+"""The first seed article's TF2 recipes next to compat_grads, and the TF2 traps."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import compat_grads as cg
+from compat_grads.testing import cases, oracle
+
+
+def test_per_element_gradients_without_the_jacobian():
+    case = cases.get("seed_matmul")
+    x_value, consts = case.inputs()
+    a = tf.constant(consts["a"], tf.float32)
+    x = tf.Variable(x_value.astype(np.float32))
+    with tf.GradientTape() as tape:
+        y = tf.matmul(a, x)
+    recipe = tf.reduce_sum(tape.jacobian(y, x), axis=[2, 3])  # the article's way
+    ours = cg.per_element_gradients(lambda x: tf.matmul(a, x), x)
+    assert ours.shape == recipe.shape == (100, 1)
+    np.testing.assert_allclose(ours, oracle.expected(case, "per_element_gradients")[0],
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_rank1_per_sample_target():
+    x = tf.constant(np.arange(6.0, dtype=np.float32).reshape(3, 2))
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        y = tf.reduce_sum(x ** 2, axis=1)  # shape (3,): one scalar per sample
+    with pytest.raises(ValueError):
+        tape.batch_jacobian(y, x)  # TensorFlow rejects it
+    np.testing.assert_allclose(cg.batch_jacobian(y, x, tape=tape), 2 * x.numpy())
+
+
+def test_eager_results_are_eager_tensors():
+    x = tf.constant([1.0, 2.0])
+    out = cg.stacked_jacobian(lambda x: x ** 3, x)
+    assert isinstance(out, tf.Tensor) and hasattr(out, "numpy")
+    np.testing.assert_allclose(out, np.diag([3.0, 12.0]))
