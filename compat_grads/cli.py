@@ -4,9 +4,12 @@ TF1 graph route (in a spawned process) with the TF2 routes (eager, tf.function, 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
+import os
 import sys
+import tempfile
 
 _HEADER = ("case", "function", "shape", "max |route diff|", "max err vs oracle", "verdict")
 
@@ -19,15 +22,36 @@ def _parser():
     check.add_argument("--json", action="store_true", help="print JSON instead of a table")
     check.add_argument("--strict-bitwise", action="store_true",
                        help="also require graph-backend routes to agree bit for bit")
+    check.add_argument("--tf-log", action="store_true",
+                       help="show TensorFlow's native log while the matrix runs")
     return parser
 
 
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
-    return check(args.pattern, args.json, args.strict_bitwise)
+    return check(args.pattern, args.json, args.strict_bitwise, args.tf_log)
 
 
-def check(pattern=None, as_json=False, bitwise=False) -> int:
+@contextlib.contextmanager
+def _native_stderr_to_file(keep: bool):
+    """TensorFlow's C++ log writes to file descriptor 2 and reads its level only at start-up;
+    park it in a temporary file while the matrix runs, unless asked to show it."""
+    if keep:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as parked:
+        os.dup2(parked.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+def check(pattern=None, as_json=False, bitwise=False, tf_log=False) -> int:
     """Runs the matrix; prints the table (or JSON); returns 1 on any mismatch, else 0."""
     from compat_grads._tf import tf
     from compat_grads.testing import checks, matrix, routes
@@ -39,10 +63,11 @@ def check(pattern=None, as_json=False, bitwise=False) -> int:
         return 2
     print(f"compat-grads check: TensorFlow {tf.__version__}, {len(items)} items; running the "
           f"TF1 graph routes in a separate process...", file=sys.stderr)
-    tf1 = checks.run_tf1_process(items, routes.TF1_ROUTES)
-    records = [_record(item, *checks.check_item(item, routes.TF2_ROUTES, "tf1.tensor",
-                                                tf1[item.id], bitwise))
-               for item in items]
+    with _native_stderr_to_file(tf_log):
+        tf1 = checks.run_tf1_process(items, routes.TF1_ROUTES)
+        records = [_record(item, *checks.check_item(item, routes.TF2_ROUTES, "tf1.tensor",
+                                                    tf1[item.id], bitwise))
+                   for item in items]
     rows = _rows(records)
     print(json.dumps({"tensorflow": tf.__version__, "rows": rows, "items": records},
                      indent=1) if as_json else _table(rows))
@@ -61,8 +86,10 @@ def _record(item, problems, results, oracle_error, route_difference):
 def _rows(records):
     rows = {}
     for rec in records:
-        row = rows.setdefault((rec["case"], rec["function"]), {
-            "case": rec["case"], "function": rec["function"], "shapes": set(),
+        function = rec["function"] + (
+            "" if rec["unconnected"] == "none" else f" ({rec['unconnected']})")
+        row = rows.setdefault((rec["case"], function), {
+            "case": rec["case"], "function": function, "shapes": set(),
             "route_difference": 0.0, "oracle_error": 0.0, "problems": []})
         row["shapes"].update(rec["shapes"])
         row["route_difference"] = max(row["route_difference"], rec["route_difference"])

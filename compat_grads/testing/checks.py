@@ -49,3 +49,32 @@ def run_tf1_process(items, routes, timeout=1800) -> dict:
                                f"{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
         with open(out, "rb") as handle:
             return pickle.load(handle)
+
+
+def graph_op_counts(function, strategy=None, sizes=(200, 2000, 4000), n=50) -> dict:
+    """{m: ops in a graph holding `function(tanh(W @ x), x)`}, W an (m, n) placeholder.
+
+    Builds in a new graph (a TF1 graph in a TF1 process, a v1 Graph inside TF2 otherwise),
+    to show that the graph does not grow with the number m of target elements.
+    """
+    from compat_grads._tf import tf
+
+    counts = {}
+    for m in sizes:
+        graph = tf.Graph()
+        with graph.as_default():
+            x = tf.compat.v1.placeholder(tf.float32, [n])
+            w = tf.compat.v1.placeholder(tf.float32, [m, n])
+            kwargs = {} if strategy is None else {"strategy": strategy}
+            function(tf.tanh(tf.linalg.matvec(w, x)), x, **kwargs)
+        counts[m] = len(graph.get_operations())
+    return counts
+
+
+def assert_flat_graph(function, strategy=None):
+    """Asserts the graph of `function` does not grow with the number of target elements."""
+    counts = graph_op_counts(function, strategy)
+    assert counts[2000] == counts[4000], counts
+    # tf.zeros folds shapes under 1000 elements into one Const instead of a Fill: a constant
+    # difference, not growth.
+    assert abs(counts[200] - counts[4000]) <= 4, counts
