@@ -11,6 +11,11 @@ class ModeError(RuntimeError):
     """A call that cannot run in the current execution mode (eager, tf.function or graph)."""
 
 
+class DerivativeError(RuntimeError):
+    """TensorFlow could not compute a derivative with the requested strategy (for example
+    forward mode through the gradient of a `tf.cond`); another strategy may work."""
+
+
 class VectorizationWarning(UserWarning):
     """pfor could not vectorize a Jacobian; it was computed one row at a time instead."""
 

@@ -13,7 +13,7 @@ import re
 
 from compat_grads import _structure as st
 from compat_grads import dispatch
-from compat_grads._errors import VectorizationWarning, message, warn
+from compat_grads._errors import DerivativeError, VectorizationWarning, message, warn
 from compat_grads._tf import tf
 
 # What pfor raises, while building, when it cannot convert an op or a gradient through it.
@@ -48,7 +48,14 @@ def _stack(backend, fn, count, like, vectorize: bool, reusable: bool = True):
         backend.function, f"could not vectorize the Jacobian: {reason}",
         "Computing it one row at a time in a while_loop instead: same values, slower. "
         "Pass strategy='loop' to skip the attempt."), VectorizationWarning)
-    return _stack_with(fn, count, like, vectorize=False)
+    try:
+        return _stack_with(fn, count, like, vectorize=False)
+    except _VECTORIZATION_ERRORS as err:
+        raise DerivativeError(message(
+            backend.function, f"TensorFlow could not compute this derivative, neither "
+            f"vectorized ({reason}) nor in a while_loop ({type(err).__name__}: "
+            f"{_last_line(err)})", "Try another strategy: 'reverse' works wherever "
+            "tf.gradients does.")) from err
 
 
 class _PforLog(logging.Filter):
@@ -115,23 +122,33 @@ def _move_first_axis_after_batch(x):
     return tf.transpose(x, [1, 0] + list(range(2, rank)))
 
 
-def _reverse(backend, flat, vectorize):
-    target, pull = backend.target, backend.vjp_fn()
-    dtype = st.dtype_of(target)
-    return _stack(backend, lambda i: pull(st.one_hot_like(target, i, dtype, batched=False)),
-                  st.size(target), flat, vectorize, backend.vjp_reusable)
+def _reverse(backend, flat, vectorize, batched=False):
+    """rows[t][k], `[rows of target t] + x_k.shape`: VJPs with one-hot cotangents (one-hot
+    per sample when `batched`)."""
+    pull, targets = backend.vjp_fn(), backend.targets
+    rows = []
+    for t, target in enumerate(targets):
+        def row(i, t=t, target=target):
+            one_hot = st.one_hot_like(target, i, st.dtype_of(target), batched)
+            return pull(_only(t, one_hot, len(targets)))
+        count = st.per_sample_size(target) if batched else st.size(target)
+        rows.append(_stack(backend, row, count, flat, vectorize, backend.vjp_reusable))
+    return rows
 
 
-def _forward(backend, flat, vectorize):
-    target, push = backend.target, backend.jvp_fn()
-    blocks = []
+def _forward(backend, flat, vectorize, batched=False):
+    """columns[t][k], `target_t.shape + [columns of source k]`, in x_k's dtype: JVPs with
+    one-hot tangents (one-hot per sample when `batched`)."""
+    push, targets = backend.jvp_fn(), backend.targets
+    by_source = []
     for k, x in enumerate(flat):
         def column(j, k=k, x=x):
-            return [push(_only(k, st.one_hot_like(x, j, st.dtype_of(x), False), len(flat)))]
-        (cols,) = _stack(backend, column, st.size(x), [target], vectorize)
-        blocks.append(None if cols is None
-                      else tf.cast(_move_first_axis_last(cols), st.dtype_of(x)))
-    return blocks
+            return push(_only(k, st.one_hot_like(x, j, st.dtype_of(x), batched), len(flat)))
+        count = st.per_sample_size(x) if batched else st.size(x)
+        stacks = _stack(backend, column, count, targets, vectorize)
+        by_source.append([None if c is None else tf.cast(_move_first_axis_last(c), st.dtype_of(x))
+                          for c in stacks])
+    return [list(row) for row in zip(*by_source)]
 
 
 def choose_strategy(strategy, target_size, source_size):
@@ -144,14 +161,14 @@ def choose_strategy(strategy, target_size, source_size):
 
 
 def jacobian_blocks(backend, flat, strategy, unconnected):
-    """One block `y.shape + x_k.shape` per source (None or zeros where unconnected)."""
-    target = backend.target
-    strategy = choose_strategy(strategy, st.size(target), _total(st.size(x) for x in flat))
+    """blocks[t][k] of shape `y_t.shape + x_k.shape` (None or zeros where unconnected)."""
+    targets = backend.targets
+    strategy = choose_strategy(strategy, _total(st.size(t) for t in targets),
+                               _total(st.size(x) for x in flat))
     compute = _forward if strategy == "forward" else _reverse
     raw = compute(backend, flat, vectorize=strategy != "loop")
-    return [_finish(block, target.shape.concatenate(x.shape),
-                    tf.concat([tf.shape(target), tf.shape(x)], 0), st.dtype_of(x), unconnected)
-            for block, x in zip(raw, flat)]
+    return [[_finish(raw[t][k], [_shapes(target), _shapes(x)], st.dtype_of(x), unconnected)
+             for k, x in enumerate(flat)] for t, target in enumerate(targets)]
 
 
 def batch_jacobian_block(backend, source, strategy, unconnected):
@@ -160,22 +177,12 @@ def batch_jacobian_block(backend, source, strategy, unconnected):
     strategy = choose_strategy(strategy, st.per_sample_size(target), st.per_sample_size(source))
     vectorize = strategy != "loop"
     if strategy == "forward":
-        push = backend.jvp_fn()
-        (raw,) = _stack(
-            backend,
-            lambda j: [push([st.one_hot_like(source, j, st.dtype_of(source), batched=True)])],
-            st.per_sample_size(source), [target], vectorize)
-        raw = None if raw is None else tf.cast(_move_first_axis_last(raw), st.dtype_of(source))
+        ((raw,),) = _forward(backend, [source], vectorize, batched=True)
     else:
-        pull = backend.vjp_fn()
-        (raw,) = _stack(
-            backend,
-            lambda i: pull(st.one_hot_like(target, i, st.dtype_of(target), batched=True)),
-            st.per_sample_size(target), [source], vectorize, backend.vjp_reusable)
+        ((raw,),) = _reverse(backend, [source], vectorize, batched=True)
         raw = None if raw is None else _move_first_axis_after_batch(raw)
-    static = target.shape.concatenate(source.shape[1:])
-    shape = tf.concat([tf.shape(target), tf.shape(source)[1:]], 0)
-    return _finish(raw, static, shape, st.dtype_of(source), unconnected)
+    return _finish(raw, [_shapes(target), _shapes(source, batch=False)], st.dtype_of(source),
+                   unconnected)
 
 
 def per_element(backend, flat, unconnected):
@@ -183,11 +190,123 @@ def per_element(backend, flat, unconnected):
     push = backend.jvp_fn()
     results = []
     for k, x in enumerate(flat):
-        out = push(_only(k, tf.ones_like(x), len(flat)))
+        (out,) = push(_only(k, tf.ones_like(x), len(flat)))
         if out is None and unconnected == "zero":
             out = tf.zeros_like(backend.target)
         results.append(None if out is None else tf.cast(out, st.dtype_of(x)))
     return results
+
+
+def hessian_blocks(backend, flat, strategy, unconnected):
+    """H[i][j] of shape `y.shape + x_i.shape + x_j.shape`: the Jacobian of the gradient."""
+    target = backend.target
+
+    def compute(outer):
+        if st.size(target) == 1:
+            gradient = backend.vjp_backend(lambda targets: [tf.ones_like(targets[0])])
+            return jacobian_blocks(gradient, flat, outer, unconnected)
+        return _hessian_pairs(backend, flat, outer)
+
+    raw = _second_order(backend, strategy, compute)
+    return [[_finish(raw[i][j], [_shapes(target), _shapes(x_i), _shapes(x_j)],
+                     st.dtype_of(x_j), unconnected)
+             for j, x_j in enumerate(flat)] for i, x_i in enumerate(flat)]
+
+
+def _second_order(backend, strategy, compute):
+    """`compute(outer direction)`. "auto" is forward-over-reverse where the backend runs a
+    callable forward (tape), reverse-over-reverse in graphs, and falls back to reverse when
+    TensorFlow cannot push tangents through a gradient (that of a tf.cond, for one)."""
+    if strategy != "auto":
+        return compute(strategy)
+    if backend.second_order_outer != "forward":
+        return compute("reverse")
+    try:
+        return compute("forward")
+    except DerivativeError as err:
+        warn(message(backend.function, f"forward-over-reverse failed ({_last_line(err)})",
+                     "Using reverse-over-reverse instead: same values."), VectorizationWarning)
+        return compute("reverse")
+
+
+def _hessian_pairs(backend, flat, strategy):
+    """Hessians of a non-scalar target: ONE loop over (target element, source element) pairs,
+    each step the derivative of one element's gradient. Never a loop inside a loop (TF1's
+    control flow v1 cannot differentiate a while_loop inside a while_loop)."""
+    target, count = backend.target, len(flat)
+    vectorize = strategy != "loop"
+
+    def gradient_of(element):
+        return backend.vjp_backend(lambda targets: [
+            st.one_hot_like(targets[0], element, st.dtype_of(targets[0]), False)])
+
+    forward = strategy == "forward"
+
+    def pairs_for(k):
+        x_k, n = flat[k], st.size(flat[k])
+
+        def body(p):
+            unit = _only(k, st.one_hot_like(x_k, p % n, st.dtype_of(x_k), False), count)
+            gradient = gradient_of(p // n)
+            return gradient.jvp_fn()(unit) if forward else gradient.vjp_fn()(unit)
+        reusable = forward or backend.vjp_reusable
+        return _stack(backend, body, st.size(target) * n, flat, vectorize, reusable)
+
+    raw = [[None] * count for _ in flat]
+    for k, x_k in enumerate(flat):
+        stacks = pairs_for(k)
+        if not forward:  # rows of H[k][j] for every j
+            raw[k] = stacks
+            continue
+        for i, (stack, x_i) in enumerate(zip(stacks, flat)):  # columns of H[i][k]
+            raw[i][k] = None if stack is None else tf.cast(
+                _columns_to_rows(stack, st.size(x_k), x_i), st.dtype_of(x_k))
+    return raw
+
+
+def _columns_to_rows(stack, n, x_i):
+    """`[m * n] + x_i.shape` (n columns per target element) -> `[m] + x_i.shape + [n]`."""
+    grouped = tf.reshape(stack, [-1, n, st.size(x_i)])
+    return tf.transpose(grouped, [0, 2, 1])
+
+
+def batch_hessian_block(backend, source, strategy, unconnected):
+    """`[b] + x.shape[1:] + x.shape[1:]`: the batch Jacobian of the batch-summed gradient."""
+    gradient = backend.vjp_backend(lambda targets: [tf.ones_like(targets[0])])
+    return _second_order(backend, strategy, lambda outer: batch_jacobian_block(
+        gradient, source, outer, unconnected))
+
+
+def exact_batch_jacobian(backend, source, strategy, unconnected):
+    """The per-sample blocks of the full Jacobian: exact even when samples interact."""
+    ((full,),) = jacobian_blocks(backend, [source], strategy, unconnected)
+    target = backend.target
+    return _batch_diagonal(full, [target, source], [_shapes(target), _shapes(source, False)])
+
+
+def exact_batch_hessian(backend, source, strategy, unconnected):
+    """The per-sample blocks of the full Hessian: exact even when samples interact."""
+    ((full,),) = hessian_blocks(backend, [source], strategy, unconnected)
+    per_sample = _shapes(source, batch=False)
+    return _batch_diagonal(full, [backend.target, source, source],
+                           [(source.shape[:1], tf.shape(source)[:1]), per_sample, per_sample])
+
+
+def _batch_diagonal(block, parts, out_parts):
+    """`block[s, ..., s, ..., s, ...]` for every sample s, where each of `parts` contributes
+    its axes to `block` and starts with the batch axis; reshaped to `out_parts`."""
+    if block is None:
+        return None
+    ranks = [p.shape.rank for p in parts]
+    starts = [sum(ranks[:p]) for p in range(len(ranks))]
+    rest = [a for a in range(sum(ranks)) if a not in starts]
+    moved = tf.transpose(block, starts + rest)
+    samples = tf.range(tf.shape(block)[0])
+    diagonal = tf.gather_nd(moved, tf.stack([samples] * len(starts), axis=1))
+    static = tf.TensorShape([])
+    for part, _ in out_parts:
+        static = static.concatenate(part)
+    return st.reshape(diagonal, tf.concat([d for _, d in out_parts], 0), static)
 
 
 def _only(k, value, count):
@@ -195,10 +314,20 @@ def _only(k, value, count):
     return [value if j == k else None for j in range(count)]
 
 
-def _finish(block, static_shape, shape, dtype, unconnected):
+def _shapes(x, batch=True):
+    """(static, dynamic) shape of x, without its first (batch) axis if not `batch`."""
+    return (x.shape, tf.shape(x)) if batch else (x.shape[1:], tf.shape(x)[1:])
+
+
+def _finish(block, parts, dtype, unconnected):
+    """`block` reshaped to the concatenated shapes of `parts` (None or zeros if missing)."""
+    static = tf.TensorShape([])
+    for part, _ in parts:
+        static = static.concatenate(part)
+    shape = tf.concat([dynamic for _, dynamic in parts], 0)
     if block is None:
-        return st.zeros(static_shape, shape, dtype) if unconnected == "zero" else None
-    return st.reshape(block, shape, static_shape)
+        return st.zeros(static, shape, dtype) if unconnected == "zero" else None
+    return st.reshape(block, shape, static)
 
 
 def _total(sizes):

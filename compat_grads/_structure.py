@@ -22,39 +22,47 @@ _FLOAT_NAMES = "float16, bfloat16, float32 or float64"
 class Problem:
     """One differentiation request, validated: what to differentiate and with respect to what.
 
-    Exactly one of `target` (a tensor) and `fn` (a callable taking the sources nest) is set.
+    Exactly one of `target` (a tensor, or a nest of them when `nested_target`) and `fn` (a
+    callable taking the sources nest) is set.
     """
 
     function: str
-    target: tf.Tensor | None
+    target: object
     fn: Callable | None
     structure: object
     flat: list
     tape: tf.GradientTape | None = None
+    nested_target: bool = False
 
-    def call(self, flat=None) -> tf.Tensor:
-        """Runs the callable target on the sources (or on `flat` in their place)."""
-        args = tf.nest.pack_sequence_as(self.structure, self.flat if flat is None else flat)
-        return check_target(self.function, self.fn(args), returned=True)
+    def call(self):
+        """Runs the callable target on the sources; returns its (checked) output."""
+        return self.check_output(self.fn(self.pack(self.flat)), returned=True)
+
+    def check_output(self, out, returned=False):
+        if self.nested_target and tf.nest.is_nested(out):
+            return tf.nest.map_structure(
+                lambda t: check_target(self.function, t, returned), out)
+        return check_target(self.function, out, returned)
 
     def pack(self, flat_results):
         return tf.nest.pack_sequence_as(self.structure, flat_results)
 
 
-def make_problem(function, target, sources, tape) -> Problem:
+def make_problem(function, target, sources, tape=None, nested_target=False) -> Problem:
     """Validates a public call's target, sources and tape into a `Problem`."""
     is_callable = callable(target) and not tf.is_tensor(target)
     if is_callable and tape is not None:
         raise ValueError(message(
             function, "tape= is only used with a tensor target, but target is a callable",
             "Drop tape=: compat_grads records the callable itself."))
-    if not is_callable:
-        check_target(function, target)
     if tape is not None:
         check_tape(function, tape)
     flat = flatten_sources(function, sources, convert=is_callable)
-    return Problem(function, None if is_callable else target,
-                   target if is_callable else None, sources, flat, tape)
+    problem = Problem(function, None, target if is_callable else None, sources, flat, tape,
+                      nested_target)
+    if not is_callable:
+        problem.target = problem.check_output(target)
+    return problem
 
 
 def check_target(function, target, returned=False):
@@ -158,11 +166,19 @@ def eager_tensor_error(function) -> ModeError:
         "Pass the GradientTape that recorded it (tape=...) or pass a callable f(x)."))
 
 
-def check_batch(function, target, source):
-    """Checks that target and source share a leading batch dimension.
+def check_batch(function, target, source, per_sample_scalar=False):
+    """Checks that target and source share a leading batch dimension (and, if asked, that the
+    target holds one scalar per sample).
 
     Returns an assertion to run when that dimension is only known at run time, else None.
     """
+    if per_sample_scalar and not (target.shape.rank == 1 or (
+            target.shape.rank == 2 and target.shape[1] in (1, None))):
+        raise ValueError(message(
+            function, f"target must hold one scalar per sample, shape (b,) or (b, 1), but "
+            f"it has shape {target.shape}",
+            "Reduce each sample's output to the scalar whose Hessian you want (e.g. its "
+            "loss), or use hessian for the full block structure."))
     for name, value in (("target", target), ("source", source)):
         if value.shape.rank == 0:
             raise ValueError(message(
@@ -182,6 +198,54 @@ def check_batch(function, target, source):
         message=f"compat_grads.{function}: target and source must have the same batch size")
 
 
+def check_scalar(function, target):
+    """`target` if it has exactly one element (when its shape is known), else ValueError."""
+    if target.shape.num_elements() not in (1, None):
+        raise ValueError(message(
+            function, f"f must return a scalar, but it returned shape {target.shape}",
+            "Reduce the output to a scalar (e.g. tf.reduce_sum) or use hessian for a "
+            "non-scalar target."))
+    return target
+
+
+def match_sources(function, name, problem, values) -> list:
+    """`values` flattened like the sources, each converted to its source's dtype and
+    checked against its shape."""
+    return _match(function, name, "the primals", problem.structure, problem.flat, values)
+
+
+def match_outputs(function, outputs, values) -> list:
+    """`values` flattened like the outputs of f, with their dtypes and shapes."""
+    return _match(function, "cotangents", "the outputs of f", outputs,
+                  tf.nest.flatten(outputs), values)
+
+
+def _match(function, name, what, structure, like, values):
+    try:
+        tf.nest.assert_same_structure(structure, values, check_types=False)
+    except (TypeError, ValueError) as err:
+        raise TypeError(message(
+            function, f"{name} must have the structure of {what}, but got "
+            f"{describe(values)} ({str(err).splitlines()[0]})",
+            f"Pass one of them per leaf of {what}, in the same list / tuple / dict.")) \
+            from err
+    out = []
+    for value, ref, path in zip(tf.nest.flatten(values), like, leaf_paths(values, name)):
+        try:
+            value = tf.convert_to_tensor(value, dtype=dtype_of(ref))
+        except (TypeError, ValueError) as err:
+            raise TypeError(message(
+                function, f"{path} must have dtype {dtype_of(ref).name} like its "
+                f"counterpart in {what}, but got {describe(value)}",
+                "Cast it with tf.cast.")) from err
+        if not value.shape.is_compatible_with(ref.shape):
+            raise ValueError(message(
+                function, f"{path} must have shape {ref.shape} like its counterpart in "
+                f"{what}, but has shape {value.shape}", "Pass one of that shape."))
+        out.append(value)
+    return out
+
+
 def with_guard(value, guard):
     """`value`, computed only after the run-time check `guard` (if any) has passed."""
     if guard is None or value is None:
@@ -197,10 +261,16 @@ def densify(grad):
     return grad
 
 
-def linear_pairs(linear, tangents):
-    """([g_k], [v_k]) over the sources with both a VJP and a tangent; None if there are none."""
-    pairs = [(g, v) for g, v in zip(linear, tangents) if g is not None and v is not None]
-    return ([g for g, _ in pairs], [v for _, v in pairs]) if pairs else None
+def pairs(values, weights):
+    """([a_k], [w_k]) over the k where neither is None; None if there are none."""
+    kept = [(a, w) for a, w in zip(values, weights) if a is not None and w is not None]
+    return ([a for a, _ in kept], [w for _, w in kept]) if kept else None
+
+
+def zeros_for_none(values, like):
+    """`values` with each None replaced by zeros shaped like `like[k]`: still unconnected."""
+    return [tf.zeros(tf.shape(ref), dtype_of(ref)) if v is None else v
+            for v, ref in zip(values, like)]
 
 
 def dtype_of(x) -> tf.DType:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from compat_grads import _jacobians, dispatch
 from compat_grads import _structure as st
-from compat_grads._errors import message
+from compat_grads._errors import describe, message
 from compat_grads._tf import tf
 from compat_grads._types import Nest, Strategy, Target, TensorLike, Unconnected
 
@@ -54,7 +54,8 @@ def stacked_jacobian(target: Target, sources: Nest, *, tape: tf.GradientTape | N
     strategy = st.check_strategy(name, strategy)
     unconnected = st.check_unconnected(name, unconnected_gradients)
     backend = dispatch.backend_for(problem)
-    return problem.pack(_jacobians.jacobian_blocks(backend, problem.flat, strategy, unconnected))
+    (blocks,) = _jacobians.jacobian_blocks(backend, problem.flat, strategy, unconnected)
+    return problem.pack(blocks)
 
 
 def per_element_gradients(target: Target, sources: Nest, *,
@@ -98,16 +99,19 @@ def per_element_gradients(target: Target, sources: Nest, *,
 
 def batch_jacobian(target: Target, source: TensorLike, *,
                    tape: tf.GradientTape | None = None, strategy: Strategy = "auto",
-                   unconnected_gradients: Unconnected = "none") -> tf.Tensor | None:
+                   unconnected_gradients: Unconnected = "none",
+                   independent: bool = True) -> tf.Tensor | None:
     """Per-sample Jacobians of a batched target with respect to a batched source.
 
     Shape: `[b] + y.shape[1:] + x.shape[1:]`, `B[s, i..., j...] = d y[s, i...] / d x[s, j...]`.
     A target of shape `(b,)` (one scalar per sample) gives per-sample gradients, `x.shape`.
     The batch size may be unknown until run time, in TF1 graphs too.
 
-    Caveat: samples are assumed independent (`y[s]` depends on `x[s]` only). Cross-sample
-    terms (BatchNorm in training mode, attention across the batch) are silently added in;
-    use `stacked_jacobian` and take the diagonal blocks there.
+    Caveat: with `independent=True` (the default) samples are assumed independent (`y[s]`
+    depends on `x[s]` only): one pass per per-sample element. Cross-sample terms (BatchNorm in
+    training mode, attention across the batch) are then silently added in.
+    `independent=False` takes the per-sample blocks of the full Jacobian instead: exact for
+    coupled samples, at b times the cost and memory.
 
     Args:
       target: the batched tensor `y` (with `tape` in eager mode) or a callable `f(x) -> y`.
@@ -115,6 +119,7 @@ def batch_jacobian(target: Target, source: TensorLike, *,
       tape: the `tf.GradientTape` that recorded an eager tensor target.
       strategy: as `stacked_jacobian`, over per-sample elements.
       unconnected_gradients: "none" or "zero", as in `stacked_jacobian`.
+      independent: whether samples are independent (see the caveat).
 
     Returns:
       The per-sample Jacobians, in the source's dtype (None if unconnected and "none").
@@ -141,8 +146,9 @@ def batch_jacobian(target: Target, source: TensorLike, *,
     (flat_source,) = _single_source(name, problem)
     backend = dispatch.backend_for(problem)
     guard = st.check_batch(name, backend.target, flat_source)
-    block = _jacobians.batch_jacobian_block(backend, flat_source, strategy, unconnected)
-    return st.with_guard(block, guard)
+    compute = (_jacobians.batch_jacobian_block if independent
+               else _jacobians.exact_batch_jacobian)
+    return st.with_guard(compute(backend, flat_source, strategy, unconnected), guard)
 
 
 def _single_source(name, problem):
@@ -152,3 +158,228 @@ def _single_source(name, problem):
             f"{type(problem.structure).__name__} of {len(problem.flat)}",
             "Call it once per source, or use stacked_jacobian for a nest of sources."))
     return problem.flat
+
+
+def hessian(target: Target, sources: Nest, *, strategy: Strategy = "auto",
+            unconnected_gradients: Unconnected = "none") -> Nest:
+    """Second derivatives of `target`, cross terms between sources included.
+
+    Shape: `H[i][j].shape == y.shape + x_i.shape + x_j.shape`, i.e. `x.shape + x.shape` for a
+    scalar target and one source; `H[i][j][a..., b..., c...] = d² y[a...] / d x_i[b...]
+    d x_j[c...]`. For a nest of sources the result is a nest of nests (blocks by row source,
+    then column source).
+
+    Computed as the Jacobian of the gradient: forward-over-reverse when a callable runs in
+    eager mode, reverse-over-reverse in graphs ("auto"); "forward", "reverse" or "loop" pick
+    the outer direction. A non-scalar target is one loop over (target element, source
+    element) pairs, never a loop inside a loop.
+
+    Args:
+      target: a callable `f(sources) -> y` (every mode), or the tensor `y` in a graph or
+        `tf.function` (an eager tensor cannot be differentiated twice after the fact).
+      sources: a tensor, a variable, or a list / tuple / dict nest of them.
+      strategy: "auto", "forward", "reverse" or "loop" (the outer Jacobian's direction).
+      unconnected_gradients: "none" gives None for a block whose sources do not reach the
+        gradient; "zero" gives zeros.
+
+    Returns:
+      The blocks, in the structure of `sources` nested in itself, each in the dtype of its
+      column source.
+
+    Raises:
+      compat_grads.ModeError: for an eager tensor target or a tape.
+      TypeError, ValueError: as `stacked_jacobian`.
+
+    Example:
+      >>> import compat_grads as cg
+      >>> x = tf.constant([1.0, 2.0])
+      >>> cg.hessian(lambda x: x[0] ** 2 * x[1], x).numpy()
+      array([[4., 2.],
+             [2., 0.]], dtype=float32)
+
+    Migrating from TF1:
+      Before: `tf.hessians(y, x)` (graph only, one row at a time, no cross terms between
+      sources). After: `cg.hessian(y, x)` in graphs, `cg.hessian(f, x)` everywhere.
+    """
+    name = "hessian"
+    problem = st.make_problem(name, target, sources)
+    strategy = st.check_strategy(name, strategy)
+    unconnected = st.check_unconnected(name, unconnected_gradients)
+    backend = dispatch.backend_for(problem, order=2)
+    blocks = _jacobians.hessian_blocks(backend, problem.flat, strategy, unconnected)
+    return problem.pack([problem.pack(row) for row in blocks])
+
+
+def batch_hessian(target: Target, source: TensorLike, *, strategy: Strategy = "auto",
+                  unconnected_gradients: Unconnected = "none",
+                  independent: bool = True) -> tf.Tensor | None:
+    """Per-sample Hessians of per-sample scalars.
+
+    Shape: `[b] + x.shape[1:] + x.shape[1:]`, `B[s, i..., j...] = d² y[s] / d x[s, i...]
+    d x[s, j...]`, for a target of shape `(b,)` or `(b, 1)`.
+
+    With `independent=True` (the default) it is the batch Jacobian of the batch-summed
+    gradient: O(d) passes for d features per sample, not O(b·d). That assumes samples do not
+    interact (`y[s]` depends on `x[s]` only); with BatchNorm in training mode, attention
+    across the batch or any other coupling the result silently includes cross-sample terms.
+    `independent=False` takes the exact per-sample blocks of the full Hessian instead:
+    correct for coupled samples, at O(b·d) passes and O(b³·d²) memory.
+
+    Args:
+      target: a callable `f(x) -> y` (every mode), or the tensor `y` in a graph or
+        `tf.function`.
+      source: one batched tensor or variable `x`.
+      strategy: "auto", "forward", "reverse" or "loop", as in `hessian`.
+      unconnected_gradients: "none" or "zero".
+      independent: whether samples are independent (see above).
+
+    Returns:
+      The per-sample Hessians in the source's dtype (None if unconnected and "none").
+
+    Raises:
+      ValueError: if the target is not one scalar per sample, or batch sizes differ.
+      compat_grads.ModeError: for an eager tensor target or a tape.
+
+    Example:
+      >>> import compat_grads as cg
+      >>> xy = tf.constant([[-6.0, -3.0], [1.0, 8.0]])
+      >>> f = lambda xy: 3 * xy[:, 0] ** 2 * xy[:, 1] + xy[:, 1] ** 2
+      >>> cg.batch_hessian(f, xy).numpy()[1]  # [[6y, 6x], [6x, 2]] at x=1, y=8
+      array([[48.,  6.],
+             [ 6.,  2.]], dtype=float32)
+
+    Migrating from TF1:
+      Before: nested tapes and `tape.batch_jacobian`, or `tf.hessians(tf.reduce_sum(y), x)`
+      (mixes samples). After: `cg.batch_hessian(f, x)`.
+    """
+    name = "batch_hessian"
+    problem = st.make_problem(name, target, source)
+    strategy = st.check_strategy(name, strategy)
+    unconnected = st.check_unconnected(name, unconnected_gradients)
+    (flat_source,) = _single_source(name, problem)
+    backend = dispatch.backend_for(problem, order=2)
+    guard = st.check_batch(name, backend.target, flat_source, per_sample_scalar=True)
+    compute = (_jacobians.batch_hessian_block if independent
+               else _jacobians.exact_batch_hessian)
+    return st.with_guard(compute(backend, flat_source, strategy, unconnected), guard)
+
+
+def jvp(f, primals: Nest, tangents: Nest):
+    """Forward mode: the outputs of `f` and their directional derivative along `tangents`.
+
+    Shape: `(f(primals), J·tangents)`, the second with the structure and shapes of the
+    outputs. One forward pass in eager mode (`tf.autodiff.ForwardAccumulator`); the
+    double-VJP trick in graphs.
+
+    Args:
+      f: a callable `f(primals) -> tensor or nest of tensors`.
+      primals: a tensor, a variable, or a list / tuple / dict nest of them.
+      tangents: the direction, with the structure, shapes and dtypes of `primals`.
+
+    Returns:
+      `(outputs, output_tangents)`; an output that does not depend on the primals gets a
+      zero tangent.
+
+    Raises:
+      TypeError: when `f` is not callable or `tangents` does not match `primals`.
+
+    Example:
+      >>> import compat_grads as cg
+      >>> out, tangent = cg.jvp(lambda x: x ** 2, tf.constant([1.0, 3.0]),
+      ...                       tf.constant([1.0, 0.0]))
+      >>> tangent.numpy()
+      array([2., 0.], dtype=float32)
+
+    Migrating from TF1:
+      Before: `g = tf.gradients(y, x, grad_ys=u); tf.gradients(g, u, grad_ys=v)` with a
+      placeholder u. After: `cg.jvp(f, x, v)`.
+    """
+    name = "jvp"
+    problem = st.make_problem(name, _callable(name, f), primals, nested_target=True)
+    flat_tangents = st.match_sources(name, "tangents", problem, tangents)
+    outputs, products = dispatch.backend_for(problem).linearize(flat_tangents)
+    flat_outputs = tf.nest.flatten(outputs)
+    return outputs, tf.nest.pack_sequence_as(outputs, st.zeros_for_none(products, flat_outputs))
+
+
+def vjp(f, primals: Nest, cotangents: Nest):
+    """Reverse mode: the outputs of `f` and the cotangents pulled back to the primals.
+
+    Shape: `(f(primals), cotangentsᵀ·J)`, the second with the structure and shapes of
+    `primals`, in their dtypes.
+
+    Args:
+      f: a callable `f(primals) -> tensor or nest of tensors`.
+      primals: a tensor, a variable, or a list / tuple / dict nest of them.
+      cotangents: with the structure and shapes of the outputs of `f`.
+
+    Returns:
+      `(outputs, gradients)`; a primal the outputs do not depend on gets zeros.
+
+    Raises:
+      TypeError / ValueError: when `f` is not callable or `cotangents` does not match.
+
+    Example:
+      >>> import compat_grads as cg
+      >>> out, grads = cg.vjp(lambda x: x ** 2, tf.constant([1.0, 3.0]),
+      ...                     tf.constant([1.0, 1.0]))
+      >>> grads.numpy()
+      array([2., 6.], dtype=float32)
+
+    Migrating from TF1:
+      Before: `tf.gradients(y, x, grad_ys=u)`. After: `cg.vjp(f, x, u)` in every mode.
+    """
+    name = "vjp"
+    problem = st.make_problem(name, _callable(name, f), primals, nested_target=True)
+    backend = dispatch.backend_for(problem)
+    flat_cotangents = st.match_outputs(name, backend.outputs, cotangents)
+    grads = backend.vjp_fn()(flat_cotangents)
+    return backend.outputs, problem.pack(st.zeros_for_none(grads, problem.flat))
+
+
+def hvp(f, primals: Nest, vector: Nest) -> Nest:
+    """Hessian-vector product `H·v` of a scalar `f`, without building the Hessian.
+
+    Shape: the structure and shapes of `primals`; `(H·v)[i] = sum_j H[i][j]·v[j]`. Computed
+    as the JVP of the gradient along `vector` (forward-over-reverse): the cost of about two
+    gradients, whatever the number of parameters.
+
+    Args:
+      f: a callable `f(primals) -> scalar`.
+      primals: a tensor, a variable, or a list / tuple / dict nest of them.
+      vector: with the structure, shapes and dtypes of `primals`.
+
+    Returns:
+      `H·v` in the structure of `primals` (zeros for primals that do not reach the gradient).
+
+    Raises:
+      ValueError: when `f` does not return a scalar.
+      TypeError: when `vector` does not match `primals`.
+
+    Example:
+      >>> import compat_grads as cg
+      >>> x = tf.constant([1.0, 2.0])
+      >>> cg.hvp(lambda x: x[0] ** 2 * x[1], x, tf.constant([1.0, 0.0])).numpy()
+      array([4., 2.], dtype=float32)
+
+    Migrating from TF1:
+      Before: `tf.gradients(tf.reduce_sum(tf.gradients(f, x)[0] * v), x)`. After:
+      `cg.hvp(f, x, v)`.
+    """
+    name = "hvp"
+    problem = st.make_problem(name, _callable(name, f), primals)
+    flat_vector = st.match_sources(name, "vector", problem, vector)
+    backend = dispatch.backend_for(problem, order=2)
+    gradient = backend.vjp_backend(
+        lambda targets: [tf.ones_like(st.check_scalar(name, targets[0]))])
+    _, products = gradient.linearize(flat_vector)
+    return problem.pack(st.zeros_for_none(products, problem.flat))
+
+
+def _callable(name, f):
+    if not callable(f) or tf.is_tensor(f):
+        raise TypeError(message(
+            name, f"f must be a callable f(primals), but got {describe(f)}",
+            "Wrap the computation in a function of the primals (a tensor cannot be run "
+            "again at other inputs)."))
+    return f

@@ -57,6 +57,10 @@ def check(pattern=None, as_json=False, bitwise=False, tf_log=False) -> int:
     from compat_grads.testing import checks, matrix, routes
 
     tf.get_logger().setLevel("ERROR")  # the matrix retraces on purpose; keep the table clean
+    if bitwise:
+        from compat_grads.testing import tolerances
+
+        tolerances.pin_runtime_for_bitwise()
     items = matrix.items(pattern)
     if not items:
         print(f"compat-grads check: no matrix item matches -k {pattern!r}", file=sys.stderr)
@@ -64,7 +68,7 @@ def check(pattern=None, as_json=False, bitwise=False, tf_log=False) -> int:
     print(f"compat-grads check: TensorFlow {tf.__version__}, {len(items)} items; running the "
           f"TF1 graph routes in a separate process...", file=sys.stderr)
     with _native_stderr_to_file(tf_log):
-        tf1 = checks.run_tf1_process(items, routes.TF1_ROUTES)
+        tf1 = checks.run_tf1_process(items, routes.TF1_ROUTES, bitwise)
         records = [_record(item, *checks.check_item(item, routes.TF2_ROUTES, "tf1.tensor",
                                                     tf1[item.id], bitwise))
                    for item in items]

@@ -10,6 +10,7 @@
 traced inside such a graph; "function" is a `tf.function` traced from eager code.
 """
 
+from compat_grads._errors import ModeError, message
 from compat_grads._structure import Problem, eager_tensor_error
 from compat_grads._tf import tf
 from compat_grads._types import Mode
@@ -43,8 +44,14 @@ def execution_mode() -> Mode:
     return GRAPH
 
 
-def backend_for(problem: Problem):
-    """The backend that serves `problem` in the current mode (see the table above)."""
+def backend_for(problem: Problem, order: int = 1):
+    """The backend that serves `problem` in the current mode (see the table above).
+
+    Second order (`order=2`) differentiates the first derivative again, so the target must
+    be recomputable: a callable in every mode, or a graph tensor without a tape.
+    """
+    if order > 1:
+        _check_second_order(problem)
     if problem.tape is not None:
         return TapeBackend(problem)
     if execution_mode() == EAGER:
@@ -52,6 +59,20 @@ def backend_for(problem: Problem):
             raise eager_tensor_error(problem.function)
         return TapeBackend(problem)
     return GraphBackend(problem)
+
+
+def _check_second_order(problem: Problem):
+    if problem.tape is not None:
+        raise ModeError(message(
+            problem.function, "a second-order derivative cannot reuse a tape: the first "
+            "derivative must itself be recorded, and the tape only holds the target",
+            "Pass a callable f(sources) (every mode); in a graph or tf.function the tensor "
+            "without tape= works too."))
+    if problem.fn is None and execution_mode() == EAGER:
+        raise ModeError(message(
+            problem.function, "target is an eager tensor, but a second-order derivative "
+            "needs to run the computation again",
+            "Pass a callable f(sources) that computes the target."))
 
 
 def as_graph(build):

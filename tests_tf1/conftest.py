@@ -4,3 +4,7 @@ that could run an op. This process stays in TF1 graph mode for its whole life.""
 import tensorflow as tf
 
 tf.compat.v1.disable_v2_behavior()
+
+from compat_grads.testing import tolerances  # noqa: E402
+
+tolerances.pin_runtime_for_bitwise()

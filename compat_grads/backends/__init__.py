@@ -1,15 +1,24 @@
 """The two backends. Each serves one `Problem` through the same few primitives:
 
-- `target`: the target tensor (a callable target is run once, under the right recorder);
-- `vjp_fn()`: a function `u -> [u·J_k per source]`, set up once, callable inside loops;
-- `jvp_fn()`: a function `[v_k] -> sum_k J_k·v_k`, likewise;
+- `targets`: the flat list of target tensors (a callable target is run once, under the right
+  recorder); `target` is the only one, for the Jacobian functions;
+- `vjp_fn()`: a function `[u_t] -> [sum_t u_t·J_tk per source k]` (None cotangents skip
+  their target), set up once and callable inside loops;
+- `jvp_fn()`: a function `[v_k] -> [sum_k J_tk·v_k per target t]` (None tangents are zero);
+- `linearize(tangents)`: the target outputs and their JVP, from one forward pass;
+- `vjp_backend(cotangents_of)`: a backend of the same kind for the first derivative
+  `x -> vjp(x, cotangents_of(targets))`, one target per source: second order composes;
 - `cannot_vectorize()`: a reason pfor must not be tried, or None;
 - `vjp_reusable`: whether `vjp_fn`'s function can be traced again after a failed attempt.
 
-`compat_grads._jacobians` composes every public function from these.
+`compat_grads._jacobians` composes every public function from these. A None result always
+means "not connected"; a None gradient becomes zeros in a derivative problem, which keeps it
+unconnected one order up.
 """
 
-from compat_grads._structure import Problem
+import dataclasses
+
+from compat_grads._structure import Problem, densify, pairs
 
 
 class Backend:
@@ -24,3 +33,24 @@ class Backend:
     def function(self) -> str:
         """The public function being served, for error messages."""
         return self._problem.function
+
+    @property
+    def target(self):
+        (target,) = self.targets
+        return target
+
+    def _derived(self, **changes) -> Problem:
+        return dataclasses.replace(self._problem, **{"nested_target": True, "tape": None,
+                                                     **changes})
+
+
+def linear_push(dummies, linear, differentiate):
+    """The double-VJP trick's second half: `linear` holds g(u) = uᵀJ for the dummies u, so
+    the derivative of g·v with respect to u is J·v. `differentiate(ys, xs, grad_ys)` is the
+    backend's gradient. Returns `push([v_k]) -> [J_t·v per target t]`."""
+    def push(tangents):
+        found = pairs(linear, tangents)
+        if found is None:
+            return [None] * len(dummies)
+        return [densify(g) for g in differentiate(found[0], dummies, found[1])]
+    return push

@@ -1,11 +1,11 @@
-"""TF1 world: `tf.compat.v1.gradients` on a tensor in a graph (a TF1 graph, a v1 Graph in
-TF2, or a `tf.function` body). Forward-mode products come from the double-VJP trick."""
+"""TF1 world: `tf.compat.v1.gradients` on tensors in a graph (a TF1 graph, a v1 Graph in TF2,
+or a `tf.function` body). Forward-mode products come from the double-VJP trick."""
 
 import functools
 
-from compat_grads._structure import densify, linear_pairs
+from compat_grads._structure import densify, pairs, zeros_for_none
 from compat_grads._tf import tf
-from compat_grads.backends import Backend
+from compat_grads.backends import Backend, linear_push
 
 # TF1 (v1) control flow. pfor cannot vectorize gradients through it reliably: reverse mode
 # through a v1 tf.cond builds but fails at run time ("Retval[0] does not have value").
@@ -15,15 +15,24 @@ _V1_CONTROL_FLOW = frozenset(
 
 
 class GraphBackend(Backend):
-    """VJPs and JVPs of a graph tensor with `tf.compat.v1.gradients`."""
+    """VJPs and JVPs of graph tensors with `tf.compat.v1.gradients`."""
 
     name = "graph"
     vjp_reusable = True
+    second_order_outer = "reverse"
 
     @functools.cached_property
-    def target(self) -> tf.Tensor:
+    def _output(self):
         problem = self._problem
         return problem.target if problem.fn is None else problem.call()
+
+    @property
+    def outputs(self):
+        return self._output
+
+    @property
+    def targets(self) -> list:
+        return tf.nest.flatten(self._output)
 
     @functools.cached_property
     def _sources(self):
@@ -34,31 +43,30 @@ class GraphBackend(Backend):
                 for x in self._problem.flat]
 
     def vjp_fn(self):
-        """`u -> [u·J_k for each source k]` (None where the target does not depend on x_k)."""
-        target, sources = self.target, self._sources
+        targets, sources = self.targets, self._sources
 
-        def pull(cotangent):
-            grads = tf.compat.v1.gradients(target, sources, grad_ys=cotangent)
-            return [densify(g) for g in grads]
+        def pull(cotangents):
+            ys, us = pairs(targets, cotangents)
+            return [densify(g) for g in tf.compat.v1.gradients(ys, sources, grad_ys=us)]
         return pull
 
     def jvp_fn(self):
-        """`[v_k] -> sum_k J_k·v_k` (None tangents are zero; None if nothing connects).
+        """The double-VJP trick: g(u) = uᵀJ is linear in u, so the gradient of g·v with respect
+        to u is J·v. The dummy u only fixes shapes; its value never matters."""
+        dummies = [tf.zeros_like(t) for t in self.targets]
+        return linear_push(dummies, self.vjp_fn()(dummies), tf.compat.v1.gradients)
 
-        The double-VJP trick: g(u) = uᵀJ is linear in u, so the gradient of g·v with respect
-        to u is J·v. The dummy u only fixes shapes; its value never matters.
-        """
-        dummy = tf.zeros_like(self.target)
-        linear = self.vjp_fn()(dummy)
+    def linearize(self, tangents):
+        return self._output, self.jvp_fn()(tangents)
 
-        def push(tangents):
-            pairs = linear_pairs(linear, tangents)
-            return pairs and tf.compat.v1.gradients(pairs[0], dummy, grad_ys=pairs[1])[0]
-        return push
+    def vjp_backend(self, cotangents_of):
+        grads = self.vjp_fn()(cotangents_of(self.targets))
+        return GraphBackend(self._derived(target=zeros_for_none(grads, self._problem.flat),
+                                          fn=None))
 
     def cannot_vectorize(self):
-        """Why pfor must not be used for this target (None when it may be)."""
-        found = _find_op_types(self.target, _V1_CONTROL_FLOW, self._sources)
+        """Why pfor must not be used for these targets (None when it may be)."""
+        found = _find_op_types(self.targets, _V1_CONTROL_FLOW, self._sources)
         return found and (f"the target uses TF1 control flow (a {found} op from tf.cond or "
                           f"tf.while_loop), which pfor cannot vectorize reliably")
 
@@ -67,10 +75,10 @@ def _is_resource_variable(x):
     return isinstance(x, tf.Variable) and hasattr(x, "handle")
 
 
-def _find_op_types(target, types, stop_at):
-    """The type of the first op of `types` among the ancestors of `target`, else None."""
+def _find_op_types(targets, types, stop_at):
+    """The type of the first op of `types` among the ancestors of `targets`, else None."""
     stop = {id(t.op) for t in stop_at if hasattr(t, "op")}
-    seen, todo = set(), [target.op]
+    seen, todo = set(), [t.op for t in targets]
     while todo:
         op = todo.pop()
         if id(op) in seen or id(op) in stop:

@@ -7,9 +7,9 @@ a tape or an accumulator, so that forward mode needs no reverse pass at all.
 import functools
 
 from compat_grads._errors import ModeError, message
-from compat_grads._structure import densify, linear_pairs
+from compat_grads._structure import densify, pairs, zeros_for_none
 from compat_grads._tf import tf
-from compat_grads.backends import Backend
+from compat_grads.backends import Backend, linear_push
 
 
 class TapeBackend(Backend):
@@ -24,53 +24,69 @@ class TapeBackend(Backend):
             return problem.target, problem.tape
         with tf.GradientTape(persistent=True, watch_accessed_variables=False) as tape:
             tape.watch(problem.flat)
-            target = problem.call()
-        return target, tape
+            output = problem.call()
+        return output, tape
 
     @property
-    def target(self) -> tf.Tensor:
+    def outputs(self):
         return self._recorded[0]
 
-    def vjp_fn(self):
-        """`u -> [u·J_k for each source k]` (None where the target does not depend on x_k)."""
-        (target, tape), flat = self._recorded, self._problem.flat
+    @property
+    def targets(self) -> list:
+        return tf.nest.flatten(self._recorded[0])
 
-        def pull(cotangent):
+    def vjp_fn(self):
+        (output, tape), flat = self._recorded, self._problem.flat
+        targets = tf.nest.flatten(output)
+
+        def pull(cotangents):
+            ys, us = pairs(targets, cotangents)
             try:
-                grads = tape.gradient(target, flat, output_gradients=cotangent)
+                grads = tape.gradient(ys, flat, output_gradients=us)
             except NotImplementedError as err:
                 raise ModeError(message(
-                    self._problem.function, f"the tape cannot differentiate this target ({err})",
+                    self.function, f"the tape cannot differentiate this target ({err})",
                     "In a graph (TF1 control flow) pass the target without tape=: "
                     "compat_grads then uses tf.gradients, which handles it.")) from err
             return [densify(g) for g in grads]
         return pull
 
     def jvp_fn(self):
-        """`[v_k] -> sum_k J_k·v_k`: one forward pass for a callable, else the double VJP."""
+        """One forward pass per product for a callable, else the double-VJP trick."""
         if self._problem.fn is not None:
-            return self._accumulate
+            return lambda tangents: self.linearize(tangents)[1]
         return self._double_vjp()
 
-    def _accumulate(self, tangents):
-        pairs = [(x, v) for x, v in zip(self._problem.flat, tangents) if v is not None]
-        with tf.autodiff.ForwardAccumulator(
-                [x for x, _ in pairs], [v for _, v in pairs]) as accumulator:
-            target = self._problem.call()
-        return accumulator.jvp(target)
+    def linearize(self, tangents):
+        if self._problem.fn is None:
+            return self._recorded[0], self._double_vjp()(tangents)
+        primals, vectors = pairs(self._problem.flat, tangents) or ([], [])
+        with tf.autodiff.ForwardAccumulator(primals, vectors) as accumulator:
+            output = self._problem.call()
+        return output, [densify(accumulator.jvp(t)) for t in tf.nest.flatten(output)]
 
     def _double_vjp(self):
-        # Same trick as the graph backend: record uᵀJ on an outer tape watching the dummy u.
-        target = self.target
-        dummy = tf.zeros_like(target)
+        # Same trick as the graph backend: record uᵀJ on an outer tape watching the dummies u.
+        dummies = [tf.zeros_like(t) for t in self.targets]
         with tf.GradientTape(persistent=True) as outer:
-            outer.watch(dummy)
-            linear = self.vjp_fn()(dummy)
+            outer.watch(dummies)
+            linear = self.vjp_fn()(dummies)
+        return linear_push(dummies, linear, outer.gradient)
 
-        def push(tangents):
-            pairs = linear_pairs(linear, tangents)
-            return pairs and outer.gradient(pairs[0], dummy, output_gradients=pairs[1])
-        return push
+    def vjp_backend(self, cotangents_of):
+        problem = self._problem
+
+        def first_derivative(sources):
+            inner = TapeBackend(self._derived(fn=problem.fn, flat=tf.nest.flatten(sources),
+                                              nested_target=problem.nested_target))
+            grads = inner.vjp_fn()(cotangents_of(inner.targets))
+            return zeros_for_none(grads, inner._problem.flat)
+        return TapeBackend(self._derived(fn=first_derivative, target=None))
+
+    @property
+    def second_order_outer(self) -> str:
+        """Forward-over-reverse when the callable can be run under an accumulator."""
+        return "forward" if self._problem.fn is not None else "reverse"
 
     @property
     def vjp_reusable(self) -> bool:

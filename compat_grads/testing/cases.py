@@ -36,7 +36,14 @@ class Case:
       variables: sources are `tf.Variable`s instead of tensors.
       may_fall_back: pfor may fail on it, so a `VectorizationWarning` (and the while_loop
         fallback) is expected; in every other case such a warning is a failure.
-      unsupported: routes that must fail with a clear `compat_grads.ModeError`.
+      unsupported: routes where a tape-taking function must fail with a clear
+        `compat_grads.ModeError`.
+      fails: (item id glob, route glob, exception name) triples: calls that must fail with
+        that compat_grads exception and a clear message (TensorFlow limitations).
+      second_order: run hessian (and batch_hessian / hvp where they apply) on it.
+      coupled: samples interact, so batch functions run with `independent=False` only.
+      hessian: `(sources, consts) -> [[block per flat source] per flat source]`, the
+        analytic Hessian; otherwise second-order central differences of `numpy_fn`.
       note: what the case guards against.
     """
 
@@ -53,6 +60,10 @@ class Case:
     variables: bool = False
     may_fall_back: bool = False
     unsupported: tuple = ()
+    fails: tuple = ()
+    second_order: bool = False
+    coupled: bool = False
+    hessian: Callable | None = None
     note: str = ""
 
     def inputs(self):
@@ -64,6 +75,28 @@ class Case:
 
     def __str__(self):
         return self.name
+
+    def directions(self):
+        """(tangents like the sources, a cotangent like the target), fixed per case and
+        rounded to the case's dtype: the directions of jvp / hvp and of vjp."""
+        sources, consts = self.inputs()
+        rng = np.random.default_rng(zlib.crc32(b"directions " + self.name.encode()))
+        tangents = tf.nest.map_structure(
+            lambda x: round_to(rng.standard_normal(np.shape(x)), self.dtype), sources)
+        cotangent = round_to(rng.standard_normal(np.shape(self.numpy_fn(sources, consts))),
+                             self.dtype)
+        return tangents, cotangent
+
+    @property
+    def scalar_target(self) -> bool:
+        sources, consts = self.inputs()
+        return np.size(self.numpy_fn(sources, consts)) == 1
+
+    @property
+    def per_sample_scalar(self) -> bool:
+        sources, consts = self.inputs()
+        shape = np.shape(self.numpy_fn(sources, consts))
+        return self.batched and (len(shape) == 1 or (len(shape) == 2 and shape[1] == 1))
 
 
 def round_to(array, dtype: str):
@@ -149,17 +182,20 @@ def _piecewise_np(x, c):
 CASES = (
     Case("seed_matmul", lambda x, c: tf.matmul(c["a"], x), _normal(50, 1),
          lambda rng: {"a": rng.standard_normal((100, 50))}, jacobian=_seed_matmul_jacobian,
+         numpy_fn=lambda x, c: c["a"] @ x,
          note="seed article 1: y = A @ x, x (50,1), A (100,50): J (100,1,50,1), no extra "
               "axis; the loop strategy runs over indices (the seed's map_fn over values "
               "fails) and the graph does not grow with the 100 rows"),
     Case("seed_scalar_stack", _seed_scalar, lambda rng: np.float64(rng.uniform(1, 2)),
          jacobian=lambda x, c: [np.array([2 * x, 3 * x ** 2])],
+         numpy_fn=lambda x, c: np.array([x ** 2, x ** 3]), second_order=True,
          note="seed article 1: scalar x, y = stack([x**2, x**3]): shape (2,)"),
-    _mlp_case("mlp_tanh", note="nonlinear, batched: tanh MLP on a (4,3) batch"),
-    _mlp_case("mlp_tanh_float64", "float64"),
+    _mlp_case("mlp_tanh", second_order=True,
+              note="nonlinear, batched: tanh MLP on a (4,3) batch"),
+    _mlp_case("mlp_tanh_float64", "float64", second_order=True),
     _mlp_case("mlp_tanh_float16", "float16"),
     _mlp_case("mlp_tanh_bfloat16", "bfloat16"),
-    _mlp_case("mlp_dynamic_batch", dynamic_batch=True,
+    _mlp_case("mlp_dynamic_batch", dynamic_batch=True, second_order=True,
               note="unknown batch size in graphs (TF's private batch_jacobian crashes on "
                    "it in a v1 Graph inside TF2)"),
     _mlp_case("mlp_variables", variables=True, note="sources are tf.Variables"),
@@ -179,42 +215,112 @@ CASES = (
          note="pfor has no converter for Conv2DBackpropFilter and falls back to a loop"),
     Case("nest_dict", _nest_dict, lambda rng: {"a": rng.standard_normal(3),
                                                "b": rng.standard_normal((2, 2))},
-         numpy_fn=_nest_dict_np, note="dict of sources: results keep the dict"),
+         numpy_fn=_nest_dict_np, second_order=True,
+         note="dict of sources: results keep the dict; Hessian cross terms between them"),
     Case("nest_tuple", lambda s, c: s[0] * tf.sin(s[1]),
          lambda rng: (rng.standard_normal(3), rng.standard_normal(3)),
          numpy_fn=lambda s, c: s[0] * np.sin(s[1])),
     Case("unconnected", lambda s, c: s[0] ** 2, lambda rng: [rng.standard_normal(3),
                                                             rng.standard_normal(2)],
-         numpy_fn=lambda s, c: s[0] ** 2, unconnected=(1,),
+         numpy_fn=lambda s, c: s[0] ** 2, unconnected=(1,), second_order=True,
          note="the second source is not used: None or zeros, never a wrong shape"),
     Case("batch_unconnected", lambda x, c: tf.stop_gradient(x) * 2.0, _normal(3, 2),
          numpy_fn=lambda x, c: 2 * x, batched=True, unconnected=(0,),
          note="batch_jacobian of an unconnected source: None or zeros as asked (TF's own "
               "parallel_for batch_jacobian returns zeros regardless)"),
     Case("gather", lambda x, c: tf.tanh(tf.gather(x, [0, 2, 2, 4])), _normal(5, 3),
-         numpy_fn=lambda x, c: np.tanh(x[[0, 2, 2, 4]]),
+         numpy_fn=lambda x, c: np.tanh(x[[0, 2, 2, 4]]), second_order=True,
          note="gather gives IndexedSlices gradients; repeated indices must add up"),
     Case("embedding", _embedding, _normal(6, 4), lambda rng: {"w": rng.standard_normal(4)},
          numpy_fn=lambda t, c: t[np.array([[1, 3], [3, 5]])] * c["w"]),
     Case("mixed_f32_source_f64_target", lambda x, c: tf.cast(x, tf.float64) ** 3,
-         _normal(3), numpy_fn=lambda x, c: x ** 3,
+         _normal(3), numpy_fn=lambda x, c: x ** 3, second_order=True,
          note="target dtype differs from the source dtype"),
     Case("mixed_f64_source_f32_target", lambda x, c: tf.cast(tf.sin(x), tf.float32),
          _normal(3), numpy_fn=lambda x, c: np.sin(x), dtype="float64"),
     Case("batch_rank1_target", lambda x, c: tf.reduce_sum(x ** 2 * c["w"], axis=1),
          _normal(4, 3), lambda rng: {"w": rng.standard_normal(3)},
-         numpy_fn=lambda x, c: (x ** 2 * c["w"]).sum(axis=1), batched=True,
+         numpy_fn=lambda x, c: (x ** 2 * c["w"]).sum(axis=1), batched=True, second_order=True,
          note="per-sample scalars of shape (b,): GradientTape.batch_jacobian rejects them"),
     Case("scalar_target", lambda x, c: tf.reduce_sum(tf.tanh(x)), _normal(3, 2),
-         numpy_fn=lambda x, c: np.tanh(x).sum()),
+         numpy_fn=lambda x, c: np.tanh(x).sum(), second_order=True),
     Case("identity_target", lambda x, c: tf.identity(x), _normal(2, 3),
-         jacobian=lambda x, c: [np.eye(6).reshape(2, 3, 2, 3)], batched=False),
+         jacobian=lambda x, c: [np.eye(6).reshape(2, 3, 2, 3)],
+         numpy_fn=lambda x, c: x),
     Case("piecewise_cond", _piecewise, lambda rng: rng.uniform(0.5, 1.5, 3),
          numpy_fn=_piecewise_np, may_fall_back=True, unsupported=("tf1.tape",),
+         second_order=True, fails=(
+             # Forward mode through a cond's gradient: TF1 cannot take the double VJP's
+             # gradient inside a while_loop, ForwardAccumulator cannot push through cond_v2.
+             ("*-hessian-forward", "tf1.*", "DerivativeError"),
+             ("*-hessian-forward", "eager.callable", "DerivativeError")),
          note="tf.cond in the target: pfor fails through a v1 cond in TF1 graphs (at run "
               "time) and in forward mode through a v2 cond, so the while_loop takes over; "
               "GradientTape cannot differentiate a v1 cond at all"),
 )
+
+
+SEED_XY = np.array([[-6.0, -3.0], [1.0, 8.0], [2.0, 9.0], [4.0, 12.0]])
+
+
+def _seed_f(xy, c):
+    return 3 * xy[:, 0] ** 2 * xy[:, 1] + xy[:, 1] ** 2
+
+
+def _coupled(x, c):
+    """Per-sample scalars that also depend on the batch mean (like BatchNorm in training)."""
+    mean = tf.reduce_mean(x, axis=0)
+    return tf.reduce_sum(x ** 2 * mean + tf.sin(x), axis=1)
+
+
+def _coupled_np(x, c):
+    return (x ** 2 * x.mean(axis=0) + np.sin(x)).sum(axis=1)
+
+
+def _loss(w, c):
+    return tf.reduce_sum(_mlp(c["x"], {"w1": w[0], "b1": c["b1"], "w2": w[1]}) ** 2)
+
+
+def _loss_np(w, c):
+    return (_mlp_np(c["x"], {"w1": w[0], "b1": c["b1"], "w2": w[1]}) ** 2).sum()
+
+
+SECOND_ORDER = (
+    Case("seed_batch_hessian", _seed_f, lambda rng: SEED_XY, numpy_fn=_seed_f,
+         hessian=lambda xy, c: [[_seed_hessian(xy)]], batched=True, second_order=True,
+         note="seed article 2: f = 3x²y + y² per sample of xy (4, 2): per-sample Hessians "
+              "[[6y, 6x], [6x, 2]], shape (4, 2, 2)"),
+    Case("seed_batch_hessian_dynamic", _seed_f, lambda rng: SEED_XY, numpy_fn=_seed_f,
+         hessian=lambda xy, c: [[_seed_hessian(xy)]], batched=True, dynamic_batch=True,
+         second_order=True, note="the same with the batch size unknown while building"),
+    Case("quadratic_form", lambda x, c: tf.tensordot(x, tf.linalg.matvec(c["a"], x), 1),
+         _normal(5), lambda rng: {"a": rng.standard_normal((5, 5))},
+         numpy_fn=lambda x, c: x @ c["a"] @ x,
+         hessian=lambda x, c: [[c["a"] + c["a"].T]], second_order=True,
+         note="xᵀAx: the Hessian is A + Aᵀ, exactly"),
+    Case("mlp_scalar_loss", lambda x, c: tf.reduce_sum(_mlp(x, c) ** 2), _normal(4, 3),
+         _mlp_consts, numpy_fn=lambda x, c: (_mlp_np(x, c) ** 2).sum(), second_order=True),
+    Case("mlp_weights_loss", _loss, lambda rng: [rng.standard_normal((3, 5)) / 2,
+                                                rng.standard_normal((5, 2)) / 2],
+         lambda rng: {"x": rng.standard_normal((4, 3)), "b1": rng.standard_normal(5) / 2},
+         numpy_fn=_loss_np, second_order=True,
+         note="Hessian of a loss with respect to two weight matrices: four blocks"),
+    Case("coupled_samples", _coupled, _normal(3, 2), numpy_fn=_coupled_np, batched=True,
+         coupled=True, second_order=True,
+         note="samples interact through the batch mean: only independent=False is right"),
+)
+
+
+def _seed_hessian(xy):
+    x, y = xy[:, 0], xy[:, 1]
+    per_sample = np.stack([np.array([[6 * b, 6 * a], [6 * a, 2.0]]) for a, b in zip(x, y)])
+    full = np.zeros((4, 4, 2, 4, 2))
+    for s in range(4):
+        full[s, s, :, s, :] = per_sample[s]
+    return full
+
+
+CASES = CASES + SECOND_ORDER
 
 
 def get(name: str) -> Case:

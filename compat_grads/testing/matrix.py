@@ -1,4 +1,4 @@
-"""The matrix: every case × every public function × every strategy (× unconnected mode)."""
+"""The matrix: every case × every public function that applies × every strategy."""
 
 from __future__ import annotations
 
@@ -9,8 +9,12 @@ import compat_grads as cg
 from compat_grads._structure import STRATEGIES
 from compat_grads.testing.cases import CASES, Case
 
-FUNCTIONS = ("stacked_jacobian", "per_element_gradients", "batch_jacobian")
-_WITH_STRATEGY = ("stacked_jacobian", "batch_jacobian")
+FIRST_ORDER = ("stacked_jacobian", "per_element_gradients", "batch_jacobian")
+SECOND_ORDER = ("hessian", "batch_hessian")
+TRANSFORMS = ("jvp", "vjp", "hvp")
+FUNCTIONS = FIRST_ORDER + SECOND_ORDER + TRANSFORMS
+_WITH_STRATEGY = ("stacked_jacobian", "batch_jacobian", "hessian", "batch_hessian")
+_BATCH = ("batch_jacobian", "batch_hessian")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -21,34 +25,97 @@ class Item:
     function: str
     strategy: str | None = None
     unconnected: str = "none"
+    independent: bool = True
 
     @property
     def id(self) -> str:
-        parts = [self.case.name, self.function, self.strategy, self.unconnected]
+        parts = [self.case.name, self.function, self.strategy, self.unconnected,
+                 "" if self.independent else "exact"]
         return "-".join(p for p in parts if p and p != "none")
 
     def __str__(self):
         return self.id
 
+    def applies(self, route: str) -> bool:
+        """jvp, vjp and hvp take callables only."""
+        return self.function not in TRANSFORMS or route.endswith(".callable")
+
+    def expected_error(self, route: str):
+        """The compat_grads exception `route` must raise, by name, or None if it must work.
+
+        An eager tensor cannot give second order (in graphs the tape route passes the tensor
+        alone, which works); the case lists the rest.
+        """
+        if self.function in SECOND_ORDER and route == "eager.tape":
+            return "ModeError"
+        if self.function in FIRST_ORDER and route in self.case.unsupported:
+            return "ModeError"
+        for item_glob, route_glob, error in self.case.fails:
+            if fnmatch.fnmatch(self.id, item_glob) and fnmatch.fnmatch(route, route_glob):
+                return error
+        return None
+
+    def structure(self, sources):
+        """The structure the result must have."""
+        if self.function == "hessian":
+            return _nest_of_nests(sources)
+        if self.function == "jvp":
+            return (0, 0)
+        if self.function == "vjp":
+            return (0, sources)
+        return sources
+
     def call(self, target, sources, tape=None):
-        kwargs = {"tape": tape, "unconnected_gradients": self.unconnected}
+        function = getattr(cg, self.function)
+        if self.function in TRANSFORMS:
+            tangents, cotangent = self.case.directions()
+            return function(target, sources, cotangent if self.function == "vjp" else tangents)
+        kwargs = {"unconnected_gradients": self.unconnected}
+        if self.function not in SECOND_ORDER:
+            kwargs["tape"] = tape
         if self.strategy is not None:
             kwargs["strategy"] = self.strategy
-        return getattr(cg, self.function)(target, sources, **kwargs)
+        if self.function in _BATCH:
+            kwargs["independent"] = self.independent
+        return function(target, sources, **kwargs)
 
 
-def _applies(case: Case, function: str) -> bool:
-    return function != "batch_jacobian" or case.batched
+def _nest_of_nests(sources):
+    import tensorflow as tf
+
+    flat = tf.nest.flatten(sources)
+    return tf.nest.pack_sequence_as(
+        sources, [tf.nest.pack_sequence_as(sources, flat) for _ in flat])
+
+
+def _functions(case: Case):
+    out = ["stacked_jacobian", "per_element_gradients", "jvp", "vjp"]
+    if case.batched:
+        out.append("batch_jacobian")
+    if case.second_order:
+        out.append("hessian")
+        if case.scalar_target:
+            out.append("hvp")
+        if case.per_sample_scalar:
+            out.append("batch_hessian")
+    return out
+
+
+def _variants(case: Case, function: str):
+    strategies = STRATEGIES if function in _WITH_STRATEGY else (None,)
+    modes = ("none", "zero") if case.unconnected and function not in TRANSFORMS else ("none",)
+    if function not in _BATCH:
+        return [(s, u, True) for s in strategies for u in modes]
+    if case.coupled:
+        return [(s, u, False) for s in strategies for u in modes]
+    return [(s, u, True) for s in strategies for u in modes] + [("auto", "none", False)]
 
 
 def items(pattern: str | None = None) -> list:
     """All matrix items, or those whose id matches the glob / substring `pattern`."""
-    out = []
-    for case in CASES:
-        for function in (f for f in FUNCTIONS if _applies(case, f)):
-            strategies = STRATEGIES if function in _WITH_STRATEGY else (None,)
-            modes = ("none", "zero") if case.unconnected else ("none",)
-            out += [Item(case, function, s, u) for s in strategies for u in modes]
+    out = [Item(case, function, s, u, independent)
+           for case in CASES for function in _functions(case)
+           for s, u, independent in _variants(case, function)]
     if pattern:
         glob = pattern if any(ch in pattern for ch in "*?[") else f"*{pattern}*"
         out = [item for item in out if fnmatch.fnmatch(item.id, glob)]

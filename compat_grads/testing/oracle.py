@@ -12,6 +12,7 @@ import numpy as np
 from compat_grads.testing.cases import Case
 
 _STEP = 1e-6
+_SECOND_STEP = 1e-4
 
 
 def _flatten(nest):
@@ -56,6 +57,48 @@ def _central_differences(fn, sources, consts):
     return blocks
 
 
+def _second_differences(fn, sources, consts):
+    """H[i][j] = y.shape + x_i.shape + x_j.shape by second-order central differences."""
+    flat = [np.asarray(x, np.float64) for x in _flatten(sources)]
+    y_shape = np.shape(fn(sources, consts))
+
+    def at(moves):
+        moved = [x.copy() for x in flat]
+        for k, index, step in moves:
+            moved[k].flat[index] += step
+        nest = sources
+        for k, x in enumerate(moved):
+            nest = _replace(nest, k, x)
+        return np.asarray(fn(nest, consts), np.float64).reshape(-1)
+
+    blocks = [[None] * len(flat) for _ in flat]
+    for i, x_i in enumerate(flat):
+        for j, x_j in enumerate(flat):
+            block = np.zeros((int(np.prod(y_shape)), x_i.size, x_j.size))
+            for a in range(x_i.size):
+                h_a = _SECOND_STEP * max(1.0, abs(x_i.flat[a]))
+                for b in range(x_j.size):
+                    h_b = _SECOND_STEP * max(1.0, abs(x_j.flat[b]))
+                    block[:, a, b] = (at([(i, a, h_a), (j, b, h_b)])
+                                      - at([(i, a, h_a), (j, b, -h_b)])
+                                      - at([(i, a, -h_a), (j, b, h_b)])
+                                      + at([(i, a, -h_a), (j, b, -h_b)])) / (4 * h_a * h_b)
+            blocks[i][j] = block.reshape(y_shape + x_i.shape + x_j.shape)
+    return blocks
+
+
+@functools.cache
+def hessian(case: Case) -> list:
+    """Full float64 Hessian blocks H[i][j], None where x_i or x_j is unconnected."""
+    sources, consts = case.inputs()
+    if case.hessian is not None:
+        blocks = case.hessian(sources, consts)
+    else:
+        blocks = _second_differences(case.numpy_fn, sources, consts)
+    return [[None if i in case.unconnected or j in case.unconnected else np.asarray(b)
+             for j, b in enumerate(row)] for i, row in enumerate(blocks)]
+
+
 @functools.cache
 def jacobian(case: Case) -> list:
     """Full float64 Jacobian blocks, `y.shape + x_k.shape`, None for unconnected sources."""
@@ -75,17 +118,31 @@ def _y_shape(case, sources, consts):
     return block.shape[:block.ndim - np.ndim(_flatten(sources)[k])]
 
 
-def expected(case: Case, function: str, unconnected: str = "none") -> list:
-    """What `function` must return for `case`, flat over sources (None where expected)."""
-    sources, _ = case.inputs()
-    y_shape = _y_shape(case, *case.inputs())
-    out = []
-    for x, block in zip(_flatten(sources), jacobian(case)):
-        x_shape = np.shape(x)
-        if block is None:
-            block = None if unconnected == "none" else np.zeros(y_shape + x_shape)
-        out.append(None if block is None else _derive(function, block, y_shape, x_shape))
-    return out
+def expected(case: Case, function: str, unconnected: str = "none",
+             independent: bool = True) -> list:
+    """What `function` must return for `case`, flattened (None where None is expected)."""
+    sources, consts = case.inputs()
+    y_shape = _y_shape(case, sources, consts)
+    x_shapes = [np.shape(x) for x in _flatten(sources)]
+    if function in ("jvp", "vjp", "hvp"):
+        return _transform(case, function, sources, consts, y_shape)
+    if function in ("hessian", "batch_hessian"):
+        shapes = [[y_shape + a + b for b in x_shapes] for a in x_shapes]
+        blocks = [_fill(b, shape, unconnected) for row, row_shapes in zip(hessian(case), shapes)
+                  for b, shape in zip(row, row_shapes)]
+        if function == "hessian":
+            return blocks
+        return [None if b is None else _diagonal(b, [y_shape, x_shapes[0], x_shapes[0]])
+                for b in blocks]
+    blocks = [_fill(b, y_shape + x, unconnected) for b, x in zip(jacobian(case), x_shapes)]
+    return [None if b is None else _derive(function, b, y_shape, x)
+            for b, x in zip(blocks, x_shapes)]
+
+
+def _fill(block, shape, unconnected):
+    if block is None:
+        return None if unconnected == "none" else np.zeros(shape)
+    return block
 
 
 def _derive(function, block, y_shape, x_shape):
@@ -94,8 +151,33 @@ def _derive(function, block, y_shape, x_shape):
     if function == "per_element_gradients":
         return block.reshape(y_shape + (-1,)).sum(axis=-1)
     if function == "batch_jacobian":
-        b = y_shape[0]
-        square = block.reshape(b, -1, b, int(np.prod(x_shape[1:])))
-        diagonal = np.stack([square[s, :, s, :] for s in range(b)])
-        return diagonal.reshape((b,) + y_shape[1:] + x_shape[1:])
+        return _diagonal(block, [y_shape, x_shape])
     raise ValueError(f"no oracle for {function!r}")
+
+
+def _diagonal(block, shapes):
+    """block[s, ..., s, ...] per sample s; each shape in `shapes` starts with the batch."""
+    b = shapes[0][0]
+    flat = block.reshape([dim for shape in shapes for dim in (b, int(np.prod(shape[1:])))])
+    picks = [flat[(s, slice(None)) * len(shapes)] for s in range(b)]
+    tails = [shape[1:] for shape in shapes]
+    if len(shapes) == 3:  # per-sample Hessians: drop the target's (size-1) tail
+        tails = tails[1:]
+    return np.stack(picks).reshape((b,) + tuple(d for tail in tails for d in tail))
+
+
+def _transform(case, function, sources, consts, y_shape):
+    tangents, cotangent = case.directions()
+    flat_t = [np.asarray(t, np.float64) for t in _flatten(tangents)]
+    value = np.asarray(case.numpy_fn(sources, consts), np.float64)
+    blocks = [np.zeros(y_shape + np.shape(t)) if b is None else b
+              for b, t in zip(jacobian(case), flat_t)]
+    if function == "jvp":
+        product = sum(np.tensordot(b, t, axes=t.ndim) for b, t in zip(blocks, flat_t))
+        return [value, np.broadcast_to(product, y_shape).astype(np.float64)]
+    if function == "vjp":
+        return [value] + [np.tensordot(cotangent, b, axes=len(y_shape)) for b in blocks]
+    rows = hessian(case)
+    return [sum(np.zeros(np.shape(flat_t[i])) if h is None else
+                np.tensordot(h.reshape(h.shape[len(y_shape):]), t, axes=t.ndim)
+                for h, t in zip(row, flat_t)) for i, row in enumerate(rows)]

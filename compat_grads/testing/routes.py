@@ -78,9 +78,9 @@ def _shape(case, value):
     return shape
 
 
-def _structure_error(out, sources):
+def _structure_error(item, out, sources):
     try:
-        tf.nest.assert_same_structure(out, sources)
+        tf.nest.assert_same_structure(out, item.structure(sources))
     except (TypeError, ValueError) as err:
         return str(err)
     return None
@@ -91,8 +91,8 @@ def _static(out):
             for t in tf.nest.flatten(out)]
 
 
-def _result(out, sources, values, static_shapes):
-    return Result(values, static_shapes, _structure_error(out, sources))
+def _result(item, out, sources, values, static_shapes):
+    return Result(values, static_shapes, _structure_error(item, out, sources))
 
 
 def _run_graph(item, kind):
@@ -119,7 +119,8 @@ def _run_graph(item, kind):
             session.run(tf.compat.v1.global_variables_initializer())
             values = session.run([t for t in flat if t is not None], feeds)
     values = iter(values)
-    return _result(out, xs, [None if t is None else next(values) for t in flat], _static(out))
+    return _result(item, out, xs, [None if t is None else next(values) for t in flat],
+                   _static(out))
 
 
 def _run_function(item, kind):
@@ -132,7 +133,7 @@ def _run_function(item, kind):
 
     def body(xs, cs):
         out = _invoke(item, kind, xs, cs)
-        traced.update(static=_static(out), structure=_structure_error(out, xs))
+        traced.update(static=_static(out), structure=_structure_error(item, out, xs))
         return out
 
     if case.variables:
@@ -156,4 +157,5 @@ def _run_eager(item, kind):
     cs = {k: tf.constant(v, dtype) for k, v in consts.items()}
     out = _invoke(item, kind, xs, cs)
     flat = tf.nest.flatten(out)
-    return _result(out, xs, [None if t is None else t.numpy() for t in flat], _static(out))
+    return _result(item, out, xs, [None if t is None else t.numpy() for t in flat],
+                   _static(out))

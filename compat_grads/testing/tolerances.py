@@ -7,8 +7,18 @@ bit; other pairs, and every route against the float64 oracle, within `TOLERANCE[
 
 import numpy as np
 
+from compat_grads._tf import tf
+
 TOLERANCE = {"float64": 1e-6, "float32": 1e-4, "float16": 2e-2, "bfloat16": 6e-2}
 SAME_ALGORITHM = 0.0
+
+
+def pin_runtime_for_bitwise():
+    """What bit-for-bit agreement between a Session and a tf.function needs: grappler's
+    arithmetic optimizer off (its rewrites differ between the two runtimes), and oneDNN's
+    graph rewrites off (`TF_ENABLE_ONEDNN_OPTS=0`, read when TensorFlow loads: tox sets it).
+    The test suites call this once per process; the library never does."""
+    tf.config.optimizer.set_experimental_options({"arithmetic_optimization": False})
 
 
 def scaled_error(actual, reference) -> float:

@@ -1,0 +1,59 @@
+"""Second order in a TF1 graph: independence, the seed article's batch Hessians, the traps."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import compat_grads as cg
+from compat_grads.testing import checks, tolerances
+
+
+@pytest.mark.parametrize("route", ["tf1.tensor", "tf1.callable"])
+def test_independent_default_is_wrong_for_coupled_samples_and_exact_is_right(route):
+    errors = checks.independence_errors(route)
+    for function in ("batch_jacobian", "batch_hessian"):
+        assert errors[function, True] > 100 * tolerances.TOLERANCE["float32"], errors
+        assert errors[function, False] < tolerances.TOLERANCE["float32"], errors
+
+
+def test_seed_article_slices_recipe_vs_batch_hessian():
+    """The second seed article differentiates with respect to xy[:, 0], a slice made after
+    recording: tf.gradients gives None. batch_hessian gives [[6y, 6x], [6x, 2]]."""
+    xy_value = np.array([[-6.0, -3.0], [1.0, 8.0], [2.0, 9.0], [4.0, 12.0]], np.float32)
+    with tf.Graph().as_default():
+        xy = tf.compat.v1.placeholder(tf.float32, [None, 2])
+        f = 3 * xy[:, 0] ** 2 * xy[:, 1] + xy[:, 1] ** 2
+        assert tf.gradients(f, xy[:, 0]) == [None]
+        block = cg.batch_hessian(f, xy)
+        with tf.compat.v1.Session() as session:
+            value = session.run(block, {xy: xy_value})
+    x, y = xy_value[:, 0], xy_value[:, 1]
+    want = np.stack([[[6 * b, 6 * a], [6 * a, 2]] for a, b in zip(x, y)])
+    assert value.shape == (4, 2, 2)
+    np.testing.assert_array_equal(value, want)
+
+
+def test_tf_hessians_drops_cross_terms_between_sources():
+    with tf.Graph().as_default():
+        a, b = tf.constant([1.5, 0.5]), tf.constant([2.0, 1.0])
+        y = tf.reduce_sum(a ** 2 * b ** 2)
+        theirs = tf.hessians(y, [a, b])  # only the diagonal blocks d²/da², d²/db²
+        ours = cg.hessian(y, [a, b])
+        with tf.compat.v1.Session() as session:
+            theirs, ours = session.run([theirs, ours])
+    assert [h.shape for h in theirs] == [(2, 2), (2, 2)]
+    np.testing.assert_allclose(ours[0][0], theirs[0])
+    np.testing.assert_allclose(ours[0][1], np.diag([4 * 1.5 * 2.0, 4 * 0.5 * 1.0]))  # d²/dadb
+    np.testing.assert_allclose(ours[1][0], ours[0][1].T)
+
+
+def test_hvp_is_a_graph_of_constant_size():
+    counts = []
+    for n in (2000, 8000):
+        with tf.Graph().as_default() as graph:
+            x = tf.compat.v1.placeholder(tf.float32, [n])
+            v = tf.compat.v1.placeholder(tf.float32, [n])
+            before = len(graph.get_operations())
+            cg.hvp(lambda x: tf.reduce_sum(tf.sin(x) ** 2), x, v)
+            counts.append(len(graph.get_operations()) - before)
+    assert counts[0] == counts[1], counts

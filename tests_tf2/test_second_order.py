@@ -1,0 +1,165 @@
+"""Second order and the transforms in TF2: independence, hvp == hessian @ v on every
+second-order case, bad input."""
+
+import warnings
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import compat_grads as cg
+from compat_grads.testing import cases, checks, tolerances
+
+SECOND_ORDER = [case for case in cases.CASES if case.second_order]
+
+
+@pytest.mark.parametrize("route", ["v1graph.tensor", "v1graph.callable", "function.tensor",
+                                   "function.callable", "eager.callable"])
+def test_independent_default_is_wrong_for_coupled_samples_and_exact_is_right(route):
+    errors = checks.independence_errors(route)
+    for function in ("batch_jacobian", "batch_hessian"):
+        assert errors[function, True] > 100 * tolerances.TOLERANCE["float32"], errors
+        assert errors[function, False] < tolerances.TOLERANCE["float32"], errors
+
+
+def _weighted(case):
+    """A scalar function of every second-order case: sum(w * f(x)), w fixed."""
+    sources, consts = case.inputs()
+    dtype = tf.as_dtype(case.dtype)
+    _, w = case.directions()
+    tf_consts = {k: tf.constant(v, dtype) for k, v in consts.items()}
+    xs = tf.nest.map_structure(lambda v: tf.constant(v, dtype), sources)
+    weight = tf.constant(w)
+
+    def f(s):
+        y = case.build(s, tf_consts)
+        return tf.reduce_sum(tf.cast(y, tf.float64) * tf.cast(weight, tf.float64))
+    return f, xs
+
+
+@pytest.mark.parametrize("mode", ["eager", "function"])
+@pytest.mark.parametrize("case", SECOND_ORDER, ids=str)
+def test_hvp_agrees_with_hessian_times_v(case, mode):
+    with warnings.catch_warnings():
+        if case.may_fall_back:  # pfor and ForwardAccumulator fail through a cond: declared
+            warnings.simplefilter("ignore", cg.VectorizationWarning)
+        _check_hvp(case, mode)
+
+
+def _check_hvp(case, mode):
+    f, xs = _weighted(case)
+    tangents, _ = case.directions()
+    v = tf.nest.map_structure(lambda t, x: tf.constant(t, x.dtype), tangents, xs)
+
+    def both(xs, v):
+        return cg.hessian(f, xs, unconnected_gradients="zero"), cg.hvp(f, xs, v)
+
+    if mode == "function":
+        both = tf.function(both)
+    hessian, product = both(xs, v)
+    flat_h = tf.nest.flatten(hessian)
+    flat_v = [t.numpy().astype(np.float64) for t in tf.nest.flatten(v)]
+    flat_p = [p.numpy().astype(np.float64) for p in tf.nest.flatten(product)]
+    count = len(flat_v)
+    for i in range(count):
+        want = sum(np.tensordot(flat_h[i * count + j].numpy().astype(np.float64), flat_v[j],
+                                axes=flat_v[j].ndim) for j in range(count))
+        assert flat_p[i].shape == want.shape
+        np.testing.assert_allclose(flat_p[i], want, rtol=0,
+                                   atol=tolerances.TOLERANCE[case.dtype] * max(
+                                       1.0, np.abs(want).max()))
+
+
+def test_seed_example_in_eager_and_function():
+    xy = tf.constant(cases.SEED_XY, tf.float32)
+    x, y = cases.SEED_XY[:, 0], cases.SEED_XY[:, 1]
+    want = np.stack([[[6 * b, 6 * a], [6 * a, 2]] for a, b in zip(x, y)])
+    f = lambda xy: 3 * xy[:, 0] ** 2 * xy[:, 1] + xy[:, 1] ** 2  # noqa: E731
+    np.testing.assert_array_equal(cg.batch_hessian(f, xy), want)
+    traced = tf.function(lambda xy: cg.batch_hessian(f(xy), xy))
+    np.testing.assert_array_equal(traced(xy), want)
+    assert traced(xy).shape == (4, 2, 2)
+
+
+X = tf.constant([[1.0, 2.0], [3.0, 4.0]])
+
+
+def test_batch_hessian_rejects_non_scalar_per_sample_output():
+    with pytest.raises(ValueError, match=r"compat_grads\.batch_hessian: target must hold one "
+                                         r"scalar per sample, shape \(b,\) or \(b, 1\), but it "
+                                         r"has shape \(2, 3\).*hessian"):
+        cg.batch_hessian(lambda x: tf.concat([x, x[:, :1]], axis=1), X)
+
+
+@pytest.mark.parametrize("fn", [cg.hessian, cg.batch_hessian])
+def test_second_order_of_an_eager_tensor(fn):
+    with pytest.raises(cg.ModeError, match=rf"compat_grads\.{fn.__name__}: target is an eager "
+                                           r"tensor, but a second-order derivative needs.*"
+                                           r"Pass a callable"):
+        fn(tf.reduce_sum(X ** 3, axis=1), X)
+
+
+@pytest.mark.parametrize("fn", [cg.hessian, cg.batch_hessian])
+def test_second_order_of_integer_sources(fn):
+    with pytest.raises(TypeError, match=rf"{fn.__name__}: sources must be floating-point"):
+        fn(lambda x: tf.cast(x, tf.float32), tf.constant([[1, 2]]))
+
+
+@pytest.mark.parametrize("fn, third", [(cg.jvp, X), (cg.vjp, X), (cg.hvp, X)])
+def test_transforms_need_a_callable(fn, third):
+    with pytest.raises(TypeError, match=rf"compat_grads\.{fn.__name__}: f must be a callable"):
+        fn(X ** 2, X, third)
+
+
+@pytest.mark.parametrize("fn", [cg.jvp, cg.vjp, cg.hvp])
+def test_transforms_of_integer_primals(fn):
+    with pytest.raises(TypeError, match=rf"{fn.__name__}: sources must be floating-point"):
+        fn(lambda x: tf.reduce_sum(tf.cast(x, tf.float32)), tf.constant([1, 2]), 1.0)
+
+
+def test_hvp_vector_with_the_wrong_structure():
+    with pytest.raises(TypeError, match=r"compat_grads\.hvp: vector must have the structure "
+                                        r"of the primals.*one of them per leaf"):
+        cg.hvp(lambda s: tf.reduce_sum(s[0] * s[1]), [X, X], X)
+
+
+def test_hvp_vector_with_the_wrong_shape_or_dtype():
+    with pytest.raises(ValueError, match=r"hvp: vector must have shape \(2, 2\) like its "
+                                         r"counterpart in the primals, but has shape \(3,\)"):
+        cg.hvp(lambda x: tf.reduce_sum(x ** 3), X, tf.ones([3]))
+    with pytest.raises(TypeError, match=r"hvp: vector must have dtype float32"):
+        cg.hvp(lambda x: tf.reduce_sum(x ** 3), X, tf.ones([2, 2], tf.float64))
+
+
+def test_hvp_of_a_non_scalar():
+    with pytest.raises(ValueError, match=r"compat_grads\.hvp: f must return a scalar, but it "
+                                         r"returned shape \(2, 2\)"):
+        cg.hvp(lambda x: x ** 3, X, X)
+
+
+def test_jvp_and_vjp_with_nested_outputs():
+    out, tangent = cg.jvp(lambda x: {"a": x ** 2, "b": [tf.reduce_sum(x)]}, X, tf.ones([2, 2]))
+    assert set(out) == {"a", "b"}
+    np.testing.assert_allclose(tangent["a"], 2 * X.numpy())
+    np.testing.assert_allclose(tangent["b"][0], 4.0)
+    out, grads = cg.vjp(lambda x: (x ** 2, tf.reduce_sum(x)), X, (tf.ones([2, 2]), 1.0))
+    np.testing.assert_allclose(grads, 2 * X.numpy() + 1.0)
+    with pytest.raises(TypeError, match=r"vjp: cotangents must have the structure of the "
+                                        r"outputs of f"):
+        cg.vjp(lambda x: (x ** 2, tf.reduce_sum(x)), X, tf.ones([2, 2]))
+
+
+def test_auto_falls_back_to_reverse_over_reverse_through_a_cond_in_eager():
+    def f(x):
+        return tf.cond(tf.reduce_sum(x) > 0.0, lambda: tf.reduce_sum(tf.sin(x) * x),
+                       lambda: tf.reduce_sum(x ** 2))
+
+    x = tf.constant([0.5, 1.0])
+    with pytest.warns(cg.VectorizationWarning) as caught:
+        auto = cg.hessian(f, x)
+    assert "forward-over-reverse failed" in str(caught[-1].message)
+    np.testing.assert_allclose(auto, cg.hessian(f, x, strategy="reverse"), rtol=1e-6)
+    with pytest.raises(cg.DerivativeError, match=r"hessian: TensorFlow could not compute this "
+                                                 r"derivative.*Try another strategy"):
+        with pytest.warns(cg.VectorizationWarning):
+            cg.hessian(f, x, strategy="forward")
