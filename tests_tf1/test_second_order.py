@@ -1,11 +1,13 @@
 """Second order in a TF1 graph: independence, the seed article's batch Hessians, the traps."""
 
+import warnings
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import compat_grads as cg
-from compat_grads.testing import checks, tolerances
+from compat_grads.testing import cases, checks, tolerances
 
 
 @pytest.mark.parametrize("route", ["tf1.tensor", "tf1.callable"])
@@ -57,3 +59,27 @@ def test_hvp_is_a_graph_of_constant_size():
             cg.hvp(lambda x: tf.reduce_sum(tf.sin(x) ** 2), x, v)
             counts.append(len(graph.get_operations()) - before)
     assert counts[0] == counts[1], counts
+
+
+@pytest.mark.parametrize("case", [c for c in cases.CASES if c.second_order], ids=str)
+def test_hvp_agrees_with_hessian_times_v(case):
+    with warnings.catch_warnings():
+        if case.may_fall_back:  # the v1 cond makes the Hessian's loop fall back: declared
+            warnings.simplefilter("ignore", cg.VectorizationWarning)
+        error = checks.hvp_against_hessian(case, "graph")
+    assert error < tolerances.TOLERANCE[case.dtype]
+
+
+@pytest.mark.parametrize("strategy", ["loop", "reverse", "forward", "auto"])
+def test_hessian_of_a_non_scalar_target_never_nests_while_loops(strategy):
+    """TF1's control flow cannot differentiate a while_loop inside a while_loop: the
+    (element, source element) pairs run in one loop, or none when vectorized."""
+    with tf.Graph().as_default() as graph:
+        x = tf.compat.v1.placeholder(tf.float32, [3])
+        hessian = cg.hessian(tf.tanh(x) * x[0], x, strategy=strategy)
+        loops = [op for op in graph.get_operations() if op.type == "LoopCond"]
+        with tf.compat.v1.Session() as session:
+            value = session.run(hessian, {x: [0.5, -1.0, 2.0]})
+    assert len(loops) == (1 if strategy == "loop" else 0)
+    assert value.shape == (3, 3, 3)
+    np.testing.assert_allclose(value, np.transpose(value, (0, 2, 1)), atol=1e-6)

@@ -100,3 +100,46 @@ def independence_errors(route):
                 raise AssertionError(f"{item} on {route}: {result.error}")
             errors[function, independent] = compare.against_oracle(item, route, result)[1]
     return errors
+
+
+def hvp_against_hessian(case, mode):
+    """Max scaled difference between `hvp(f, x, v)` and `hessian(f, x) @ v` for the scalar
+    `f = sum(w * target)` (w fixed) of `case`, run in `mode`: "graph" (a Session in a new
+    graph: TF1 in a TF1 process), "function" or "eager"."""
+    import numpy as np
+
+    import compat_grads as cg
+    from compat_grads._tf import tf
+    from compat_grads.testing import tolerances
+
+    sources, consts = case.inputs()
+    tangents, weight = case.directions()
+    dtype = tf.as_dtype(case.dtype)
+
+    def both(xs, v, cs):
+        def f(s):
+            y = tf.cast(case.build(s, cs), tf.float64)
+            return tf.reduce_sum(y * tf.constant(weight, tf.float64))
+        return cg.hessian(f, xs, unconnected_gradients="zero"), cg.hvp(f, xs, v)
+
+    def tensors():
+        convert = lambda a: tf.constant(a, dtype)  # noqa: E731
+        return (tf.nest.map_structure(convert, sources),
+                tf.nest.map_structure(convert, tangents),
+                {k: convert(v) for k, v in consts.items()})
+
+    if mode == "graph":
+        with tf.Graph().as_default(), tf.compat.v1.Session() as session:
+            hessian, product = session.run(both(*tensors()))
+    else:
+        run = tf.function(both) if mode == "function" else both
+        hessian, product = tf.nest.map_structure(np.asarray, run(*tensors()))
+    flat_h = [np.asarray(h, np.float64) for h in tf.nest.flatten(hessian)]
+    flat_v = [np.asarray(v, np.float64) for v in tf.nest.flatten(tangents)]
+    worst = 0.0
+    for i, got in enumerate(tf.nest.flatten(product)):
+        want = sum(np.tensordot(flat_h[i * len(flat_v) + j], v, axes=v.ndim)
+                   for j, v in enumerate(flat_v))
+        assert np.shape(got) == want.shape, (np.shape(got), want.shape)
+        worst = max(worst, tolerances.scaled_error(got, want))
+    return worst
