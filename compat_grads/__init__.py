@@ -11,7 +11,7 @@ from compat_grads.api import (
     stacked_jacobian,
     vjp,
 )
-from compat_grads.dispatch import execution_mode
+from compat_grads.dispatch import clear_cache, execution_mode
 
 __version__ = "0.1.0"
 
@@ -21,6 +21,7 @@ __all__ = [
     "VectorizationWarning",
     "batch_hessian",
     "batch_jacobian",
+    "clear_cache",
     "execution_mode",
     "hessian",
     "hvp",

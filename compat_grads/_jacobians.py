@@ -1,115 +1,17 @@
 """Jacobians composed from a backend's two primitives, `vjp_fn` and `jvp_fn`.
 
 Rows (reverse mode) are VJPs with one-hot cotangents; columns (forward mode) are JVPs with
-one-hot tangents. Either is stacked over an index with `tf.vectorized_map` (pfor) or, for
-the "loop" strategy, `tf.map_fn` over indices (a `while_loop`; each step gathers its own
-row, so the graph does not grow with the number of rows).
+one-hot tangents. Either is stacked over an index by `_stacking.stack` (pfor, or a
+`while_loop` over indices for "loop": the graph does not grow with the number of rows).
+`how` (`_structure.How`) carries the strategy, the unconnected mode and the chunk size.
 """
 
 from __future__ import annotations
 
-import logging
-import re
-
 from compat_grads import _structure as st
-from compat_grads import dispatch
 from compat_grads._errors import DerivativeError, VectorizationWarning, message, warn
+from compat_grads._stacking import last_line, stack
 from compat_grads._tf import tf
-
-# What pfor raises, while building, when it cannot convert an op or a gradient through it.
-_VECTORIZATION_ERRORS = (ValueError, TypeError, NotImplementedError, LookupError,
-                         tf.errors.InvalidArgumentError, tf.errors.UnimplementedError)
-
-
-def _stack(backend, fn, count, like, vectorize: bool, reusable: bool = True):
-    """`[fn(i) for i in range(count)]` stacked on a new first axis, one stack per output.
-
-    `fn` returns a flat list whose entries may be None (not connected); `like[k]` gives the
-    shape and dtype of output k. Returns the stacks, with None kept where `fn` gave None.
-    Vectorized with pfor when asked and possible, else (with a warning) a while_loop;
-    `reusable` says whether `fn` can be traced again after a failed attempt.
-    """
-    if not vectorize:
-        return _stack_with(fn, count, like, vectorize=False)
-    reason = backend.cannot_vectorize()
-    if reason is None:
-        try:
-            with _PforLog() as log:
-                return _stack_with(fn, count, like, vectorize=True)
-        except _VECTORIZATION_ERRORS as err:
-            reason = f"pfor failed{log.failed_op()} with {type(err).__name__}: {_last_line(err)}"
-            if not reusable:
-                raise RuntimeError(message(
-                    backend.function, f"could not vectorize the Jacobian ({reason}), and "
-                    "the non-persistent tape cannot be used again for a loop",
-                    "Record with tf.GradientTape(persistent=True), or pass "
-                    "strategy='loop'.")) from err
-    warn(message(
-        backend.function, f"could not vectorize the Jacobian: {reason}",
-        "Computing it one row at a time in a while_loop instead: same values, slower. "
-        "Pass strategy='loop' to skip the attempt."), VectorizationWarning)
-    try:
-        return _stack_with(fn, count, like, vectorize=False)
-    except _VECTORIZATION_ERRORS as err:
-        raise DerivativeError(message(
-            backend.function, f"TensorFlow could not compute this derivative, neither "
-            f"vectorized ({reason}) nor in a while_loop ({type(err).__name__}: "
-            f"{_last_line(err)})", "Try another strategy: 'reverse' works wherever "
-            "tf.gradients does.")) from err
-
-
-class _PforLog(logging.Filter):
-    """Holds back pfor's own error log (whole NodeDefs) while we try to vectorize: when pfor
-    fails, our warning names the op instead, and the loop takes over."""
-
-    def __enter__(self):
-        self.records = []
-        tf.get_logger().addFilter(self)
-        return self
-
-    def __exit__(self, *exc):
-        tf.get_logger().removeFilter(self)
-
-    def filter(self, record):
-        if "parallel_for" not in record.pathname or record.levelno < logging.ERROR:
-            return True
-        self.records.append(record.getMessage())
-        return False
-
-    def failed_op(self) -> str:
-        """` on the <type> op '<name>'` from pfor's log, or "" when it named none."""
-        for text in self.records:
-            found = re.search(r'converting op name: "([^"]+)"\s+op: "([^"]+)"', text)
-            if found:
-                return f" on the {found.group(2)} op '{found.group(1)}'"
-        return ""
-
-
-def _last_line(err):
-    """The informative line of a TensorFlow error (the last one, after the trace)."""
-    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-    return (lines[-1] if lines else "")[:300]
-
-
-def _stack_with(fn, count, like, vectorize: bool):
-    missing = []
-
-    @tf.autograph.experimental.do_not_convert
-    def body(i):
-        outs = fn(i)
-        # Connectivity is structural, so recording it while tracing the body is exact.
-        missing[:] = [out is None for out in outs]
-        return [tf.zeros(tf.shape(ref), st.dtype_of(ref)) if out is None else out
-                for out, ref in zip(outs, like)]
-
-    def build():
-        indices = tf.range(count)
-        if vectorize:
-            return tf.vectorized_map(body, indices, warn=False)
-        return tf.map_fn(body, indices, fn_output_signature=[st.dtype_of(ref) for ref in like])
-
-    stacks = dispatch.as_graph(build)
-    return [None if gone else stack for stack, gone in zip(stacks, missing)]
 
 
 def _move_first_axis_last(x):
@@ -122,7 +24,7 @@ def _move_first_axis_after_batch(x):
     return tf.transpose(x, [1, 0] + list(range(2, rank)))
 
 
-def _reverse(backend, flat, vectorize, batched=False):
+def _reverse(backend, flat, how, batched=False):
     """rows[t][k], `[rows of target t] + x_k.shape`: VJPs with one-hot cotangents (one-hot
     per sample when `batched`)."""
     pull, targets = backend.vjp_fn(), backend.targets
@@ -132,11 +34,11 @@ def _reverse(backend, flat, vectorize, batched=False):
             one_hot = st.one_hot_like(target, i, st.dtype_of(target), batched)
             return pull(_only(t, one_hot, len(targets)))
         count = st.per_sample_size(target) if batched else st.size(target)
-        rows.append(_stack(backend, row, count, flat, vectorize, backend.vjp_reusable))
+        rows.append(stack(backend, row, count, flat, how, backend.vjp_reusable))
     return rows
 
 
-def _forward(backend, flat, vectorize, batched=False):
+def _forward(backend, flat, how, batched=False):
     """columns[t][k], `target_t.shape + [columns of source k]`, in x_k's dtype: JVPs with
     one-hot tangents (one-hot per sample when `batched`)."""
     push, targets = backend.jvp_fn(), backend.targets
@@ -145,7 +47,7 @@ def _forward(backend, flat, vectorize, batched=False):
         def column(j, k=k, x=x):
             return push(_only(k, st.one_hot_like(x, j, st.dtype_of(x), batched), len(flat)))
         count = st.per_sample_size(x) if batched else st.size(x)
-        stacks = _stack(backend, column, count, targets, vectorize)
+        stacks = stack(backend, column, count, targets, how)
         by_source.append([None if c is None else tf.cast(_move_first_axis_last(c), st.dtype_of(x))
                           for c in stacks])
     return [list(row) for row in zip(*by_source)]
@@ -160,87 +62,85 @@ def choose_strategy(strategy, target_size, source_size):
     return "reverse"
 
 
-def jacobian_blocks(backend, flat, strategy, unconnected):
+def jacobian_blocks(backend, flat, how):
     """blocks[t][k] of shape `y_t.shape + x_k.shape` (None or zeros where unconnected)."""
     targets = backend.targets
-    strategy = choose_strategy(strategy, _total(st.size(t) for t in targets),
-                               _total(st.size(x) for x in flat))
-    compute = _forward if strategy == "forward" else _reverse
-    raw = compute(backend, flat, vectorize=strategy != "loop")
-    return [[_finish(raw[t][k], [_shapes(target), _shapes(x)], st.dtype_of(x), unconnected)
+    how = how.using(choose_strategy(how.strategy, _total(st.size(t) for t in targets),
+                                    _total(st.size(x) for x in flat)))
+    raw = (_forward if how.strategy == "forward" else _reverse)(backend, flat, how)
+    return [[_finish(raw[t][k], [_shapes(target), _shapes(x)], st.dtype_of(x), how.unconnected)
              for k, x in enumerate(flat)] for t, target in enumerate(targets)]
 
 
-def batch_jacobian_block(backend, source, strategy, unconnected):
+def batch_jacobian_block(backend, source, how):
     """`[b] + y.shape[1:] + x.shape[1:]`: per-sample Jacobians, samples assumed independent."""
     target = backend.target
-    strategy = choose_strategy(strategy, st.per_sample_size(target), st.per_sample_size(source))
-    vectorize = strategy != "loop"
-    if strategy == "forward":
-        ((raw,),) = _forward(backend, [source], vectorize, batched=True)
+    how = how.using(choose_strategy(how.strategy, st.per_sample_size(target),
+                                    st.per_sample_size(source)))
+    if how.strategy == "forward":
+        ((raw,),) = _forward(backend, [source], how, batched=True)
     else:
-        ((raw,),) = _reverse(backend, [source], vectorize, batched=True)
+        ((raw,),) = _reverse(backend, [source], how, batched=True)
         raw = None if raw is None else _move_first_axis_after_batch(raw)
     return _finish(raw, [_shapes(target), _shapes(source, batch=False)], st.dtype_of(source),
-                   unconnected)
+                   how.unconnected)
 
 
-def per_element(backend, flat, unconnected):
+def per_element(backend, flat, how):
     """One target-shaped J_k·1 per source: one forward-mode product each."""
     push = backend.jvp_fn()
     results = []
     for k, x in enumerate(flat):
         (out,) = push(_only(k, tf.ones_like(x), len(flat)))
-        if out is None and unconnected == "zero":
+        if out is None and how.unconnected == "zero":
             out = tf.zeros_like(backend.target)
         results.append(None if out is None else tf.cast(out, st.dtype_of(x)))
     return results
 
 
-def hessian_blocks(backend, flat, strategy, unconnected):
+def hessian_blocks(backend, flat, how):
     """H[i][j] of shape `y.shape + x_i.shape + x_j.shape`: the Jacobian of the gradient."""
     target = backend.target
 
     def compute(outer):
-        if st.size(target) == 1:
+        if target.shape.num_elements() == 1:  # statically scalar: no loop over elements
             gradient = backend.vjp_backend(lambda targets: [tf.ones_like(targets[0])])
-            return jacobian_blocks(gradient, flat, outer, unconnected)
+            return jacobian_blocks(gradient, flat, outer)
         return _hessian_pairs(backend, flat, outer)
 
-    raw = _second_order(backend, strategy, compute)
+    raw = _second_order(backend, how, compute)
     return [[_finish(raw[i][j], [_shapes(target), _shapes(x_i), _shapes(x_j)],
-                     st.dtype_of(x_j), unconnected)
+                     st.dtype_of(x_j), how.unconnected)
              for j, x_j in enumerate(flat)] for i, x_i in enumerate(flat)]
 
 
-def _second_order(backend, strategy, compute):
-    """`compute(outer direction)`. "auto" is forward-over-reverse where the backend runs a
-    callable forward (tape), reverse-over-reverse in graphs, and falls back to reverse when
-    TensorFlow cannot push tangents through a gradient (that of a tf.cond, for one)."""
-    if strategy != "auto":
-        return compute(strategy)
+def _second_order(backend, how, compute):
+    """`compute(how with the outer direction)`. "auto" is forward-over-reverse where the
+    backend runs a callable forward (tape), reverse-over-reverse in graphs, and falls back to
+    reverse when TensorFlow cannot push tangents through a gradient (a tf.cond's, for one)."""
+    if how.strategy != "auto":
+        return compute(how)
     if backend.second_order_outer != "forward":
-        return compute("reverse")
+        return compute(how.using("reverse"))
     try:
-        return compute("forward")
+        return compute(how.using("forward"))
     except DerivativeError as err:
-        warn(message(backend.function, f"forward-over-reverse failed ({_last_line(err)})",
+        warn(message(backend.function, f"forward-over-reverse failed ({last_line(err)})",
                      "Using reverse-over-reverse instead: same values."), VectorizationWarning)
-        return compute("reverse")
+        return compute(how.using("reverse"))
 
 
-def _hessian_pairs(backend, flat, strategy):
+def _hessian_pairs(backend, flat, how):
     """Hessians of a non-scalar target: ONE loop over (target element, source element) pairs,
     each step the derivative of one element's gradient. Never a loop inside a loop (TF1's
     control flow v1 cannot differentiate a while_loop inside a while_loop)."""
     target, count = backend.target, len(flat)
-    vectorize = strategy != "loop"
 
     def gradient_of(element):
         return backend.vjp_backend(lambda targets: [
             st.one_hot_like(targets[0], element, st.dtype_of(targets[0]), False)])
 
-    forward = strategy == "forward"
+    forward = how.strategy == "forward"
 
     def pairs_for(k):
         x_k, n = flat[k], st.size(flat[k])
@@ -250,7 +150,7 @@ def _hessian_pairs(backend, flat, strategy):
             gradient = gradient_of(p // n)
             return gradient.jvp_fn()(unit) if forward else gradient.vjp_fn()(unit)
         reusable = forward or backend.vjp_reusable
-        return _stack(backend, body, st.size(target) * n, flat, vectorize, reusable)
+        return stack(backend, body, st.size(target) * n, flat, how, reusable)
 
     raw = [[None] * count for _ in flat]
     for k, x_k in enumerate(flat):
@@ -258,9 +158,9 @@ def _hessian_pairs(backend, flat, strategy):
         if not forward:  # rows of H[k][j] for every j
             raw[k] = stacks
             continue
-        for i, (stack, x_i) in enumerate(zip(stacks, flat)):  # columns of H[i][k]
-            raw[i][k] = None if stack is None else tf.cast(
-                _columns_to_rows(stack, st.size(x_k), x_i), st.dtype_of(x_k))
+        for i, (columns, x_i) in enumerate(zip(stacks, flat)):  # columns of H[i][k]
+            raw[i][k] = None if columns is None else tf.cast(
+                _columns_to_rows(columns, st.size(x_k), x_i), st.dtype_of(x_k))
     return raw
 
 
@@ -270,23 +170,23 @@ def _columns_to_rows(stack, n, x_i):
     return tf.transpose(grouped, [0, 2, 1])
 
 
-def batch_hessian_block(backend, source, strategy, unconnected):
+def batch_hessian_block(backend, source, how):
     """`[b] + x.shape[1:] + x.shape[1:]`: the batch Jacobian of the batch-summed gradient."""
     gradient = backend.vjp_backend(lambda targets: [tf.ones_like(targets[0])])
-    return _second_order(backend, strategy, lambda outer: batch_jacobian_block(
-        gradient, source, outer, unconnected))
+    return _second_order(backend, how, lambda outer: batch_jacobian_block(
+        gradient, source, outer))
 
 
-def exact_batch_jacobian(backend, source, strategy, unconnected):
+def exact_batch_jacobian(backend, source, how):
     """The per-sample blocks of the full Jacobian: exact even when samples interact."""
-    ((full,),) = jacobian_blocks(backend, [source], strategy, unconnected)
+    ((full,),) = jacobian_blocks(backend, [source], how)
     target = backend.target
     return _batch_diagonal(full, [target, source], [_shapes(target), _shapes(source, False)])
 
 
-def exact_batch_hessian(backend, source, strategy, unconnected):
+def exact_batch_hessian(backend, source, how):
     """The per-sample blocks of the full Hessian: exact even when samples interact."""
-    ((full,),) = hessian_blocks(backend, [source], strategy, unconnected)
+    ((full,),) = hessian_blocks(backend, [source], how)
     per_sample = _shapes(source, batch=False)
     return _batch_diagonal(full, [backend.target, source, source],
                            [(source.shape[:1], tf.shape(source)[:1]), per_sample, per_sample])

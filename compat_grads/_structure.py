@@ -5,6 +5,7 @@ Everything here is mode-agnostic: it works on eager tensors and on graph tensors
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable
 
@@ -141,6 +142,33 @@ def leaf_paths(structure, prefix="sources") -> list:
     return [prefix]
 
 
+@dataclasses.dataclass(frozen=True)
+class How:
+    """How to compute: strategy, what unconnected sources give, and the chunk size."""
+
+    strategy: str
+    unconnected: str
+    chunk_size: int | None = None
+
+    @property
+    def vectorize(self) -> bool:
+        return self.strategy != "loop"
+
+    def using(self, strategy) -> How:
+        return dataclasses.replace(self, strategy=strategy)
+
+
+def check_options(function, strategy, unconnected, chunk_size) -> How:
+    """The validated options of a public call."""
+    if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(
+            chunk_size, (int, np.integer)) or chunk_size < 1):
+        raise ValueError(message(
+            function, f"chunk_size must be a positive integer or None, but got "
+            f"{chunk_size!r}", "Pass how many rows (or columns) may be in flight at once."))
+    return How(check_strategy(function, strategy), check_unconnected(function, unconnected),
+               None if chunk_size is None else int(chunk_size))
+
+
 def check_strategy(function, strategy):
     if strategy not in STRATEGIES:
         raise ValueError(message(
@@ -246,12 +274,9 @@ def _match(function, name, what, structure, like, values):
     return out
 
 
-def with_guard(value, guard):
-    """`value`, computed only after the run-time check `guard` (if any) has passed."""
-    if guard is None or value is None:
-        return value
-    with tf.control_dependencies([guard]):
-        return tf.identity(value)
+def after(guard):
+    """A context in which every op waits for the run-time check `guard` (if any)."""
+    return contextlib.nullcontext() if guard is None else tf.control_dependencies([guard])
 
 
 def densify(grad):

@@ -8,10 +8,16 @@ from compat_grads._errors import describe, message
 from compat_grads._tf import tf
 from compat_grads._types import Nest, Strategy, Target, TensorLike, Unconnected
 
+# AutoGraph must not rewrite the library when a user's tf.function calls it: its Python
+# control flow is on Python values only, and converting it would cost time at every trace.
+_library_code = tf.autograph.experimental.do_not_convert
 
+
+@_library_code
 def stacked_jacobian(target: Target, sources: Nest, *, tape: tf.GradientTape | None = None,
-                     strategy: Strategy = "auto",
-                     unconnected_gradients: Unconnected = "none") -> Nest:
+                     strategy: Strategy = "auto", unconnected_gradients: Unconnected = "none",
+                     chunk_size: int | None = None, compile: bool = True,
+                     jit_compile: bool = False) -> Nest:
     """The full Jacobian of `target` with respect to each source.
 
     Shape: `J[k].shape == y.shape + x_k.shape`, `J[k][i..., j...] = d y[i...] / d x_k[j...]`.
@@ -49,18 +55,24 @@ def stacked_jacobian(target: Target, sources: Nest, *, tape: tf.GradientTape | N
       graphs, and an extra axis if you `expand_dims`). After:
       `cg.stacked_jacobian(y, x)`, one graph of constant size, shape `y.shape + x.shape`.
     """
+    options = {"tape": tape, "strategy": strategy, "chunk_size": chunk_size,
+               "unconnected_gradients": unconnected_gradients}
+    if run := dispatch.compiled(stacked_jacobian, target, (sources,), options, compile,
+                                jit_compile):
+        return run()
     name = "stacked_jacobian"
     problem = st.make_problem(name, target, sources, tape)
-    strategy = st.check_strategy(name, strategy)
-    unconnected = st.check_unconnected(name, unconnected_gradients)
+    how = st.check_options(name, strategy, unconnected_gradients, chunk_size)
     backend = dispatch.backend_for(problem)
-    (blocks,) = _jacobians.jacobian_blocks(backend, problem.flat, strategy, unconnected)
+    (blocks,) = _jacobians.jacobian_blocks(backend, problem.flat, how)
     return problem.pack(blocks)
 
 
+@_library_code
 def per_element_gradients(target: Target, sources: Nest, *,
                           tape: tf.GradientTape | None = None,
-                          unconnected_gradients: Unconnected = "none") -> Nest:
+                          unconnected_gradients: Unconnected = "none", compile: bool = True,
+                          jit_compile: bool = False) -> Nest:
     """dy/dx with the shape of `y`: the Jacobian summed over each source's axes.
 
     Shape: `G[k].shape == y.shape`, `G[k][i...] = sum_j d y[i...] / d x_k[j...]` (`J_k·1`).
@@ -90,17 +102,23 @@ def per_element_gradients(target: Target, sources: Nest, *,
       Before: `tf.map_fn(lambda yi: tf.gradients(yi, x)[0], y)` (fails at run time) or a
       Python loop of `tf.gradients(y[i], x)`. After: `cg.per_element_gradients(y, x)`.
     """
+    options = {"tape": tape, "unconnected_gradients": unconnected_gradients}
+    if run := dispatch.compiled(per_element_gradients, target, (sources,), options, compile,
+                                jit_compile):
+        return run()
     name = "per_element_gradients"
     problem = st.make_problem(name, target, sources, tape)
-    unconnected = st.check_unconnected(name, unconnected_gradients)
+    how = st.check_options(name, "auto", unconnected_gradients, None)
     backend = dispatch.backend_for(problem)
-    return problem.pack(_jacobians.per_element(backend, problem.flat, unconnected))
+    return problem.pack(_jacobians.per_element(backend, problem.flat, how))
 
 
+@_library_code
 def batch_jacobian(target: Target, source: TensorLike, *,
                    tape: tf.GradientTape | None = None, strategy: Strategy = "auto",
-                   unconnected_gradients: Unconnected = "none",
-                   independent: bool = True) -> tf.Tensor | None:
+                   unconnected_gradients: Unconnected = "none", independent: bool = True,
+                   chunk_size: int | None = None, compile: bool = True,
+                   jit_compile: bool = False) -> tf.Tensor | None:
     """Per-sample Jacobians of a batched target with respect to a batched source.
 
     Shape: `[b] + y.shape[1:] + x.shape[1:]`, `B[s, i..., j...] = d y[s, i...] / d x[s, j...]`.
@@ -139,16 +157,20 @@ def batch_jacobian(target: Target, source: TensorLike, *,
       Before: `parallel_for.gradients.batch_jacobian(y, x)` (private; crashes on an unknown
       batch size in a v1 Graph inside TF2). After: `cg.batch_jacobian(y, x)`.
     """
+    options = {"tape": tape, "strategy": strategy, "chunk_size": chunk_size,
+               "unconnected_gradients": unconnected_gradients, "independent": independent}
+    if run := dispatch.compiled(batch_jacobian, target, (source,), options, compile,
+                                jit_compile):
+        return run()
     name = "batch_jacobian"
     problem = st.make_problem(name, target, source, tape)
-    strategy = st.check_strategy(name, strategy)
-    unconnected = st.check_unconnected(name, unconnected_gradients)
+    how = st.check_options(name, strategy, unconnected_gradients, chunk_size)
     (flat_source,) = _single_source(name, problem)
     backend = dispatch.backend_for(problem)
-    guard = st.check_batch(name, backend.target, flat_source)
     compute = (_jacobians.batch_jacobian_block if independent
                else _jacobians.exact_batch_jacobian)
-    return st.with_guard(compute(backend, flat_source, strategy, unconnected), guard)
+    with st.after(st.check_batch(name, backend.target, flat_source)):
+        return compute(backend, flat_source, how)
 
 
 def _single_source(name, problem):
@@ -160,8 +182,10 @@ def _single_source(name, problem):
     return problem.flat
 
 
+@_library_code
 def hessian(target: Target, sources: Nest, *, strategy: Strategy = "auto",
-            unconnected_gradients: Unconnected = "none") -> Nest:
+            unconnected_gradients: Unconnected = "none", chunk_size: int | None = None,
+            compile: bool = True, jit_compile: bool = False) -> Nest:
     """Second derivatives of `target`, cross terms between sources included.
 
     Shape: `H[i][j].shape == y.shape + x_i.shape + x_j.shape`, i.e. `x.shape + x.shape` for a
@@ -201,18 +225,23 @@ def hessian(target: Target, sources: Nest, *, strategy: Strategy = "auto",
       Before: `tf.hessians(y, x)` (graph only, one row at a time, no cross terms between
       sources). After: `cg.hessian(y, x)` in graphs, `cg.hessian(f, x)` everywhere.
     """
+    options = {"strategy": strategy, "chunk_size": chunk_size,
+               "unconnected_gradients": unconnected_gradients}
+    if run := dispatch.compiled(hessian, target, (sources,), options, compile, jit_compile):
+        return run()
     name = "hessian"
     problem = st.make_problem(name, target, sources)
-    strategy = st.check_strategy(name, strategy)
-    unconnected = st.check_unconnected(name, unconnected_gradients)
+    how = st.check_options(name, strategy, unconnected_gradients, chunk_size)
     backend = dispatch.backend_for(problem, order=2)
-    blocks = _jacobians.hessian_blocks(backend, problem.flat, strategy, unconnected)
+    blocks = _jacobians.hessian_blocks(backend, problem.flat, how)
     return problem.pack([problem.pack(row) for row in blocks])
 
 
+@_library_code
 def batch_hessian(target: Target, source: TensorLike, *, strategy: Strategy = "auto",
-                  unconnected_gradients: Unconnected = "none",
-                  independent: bool = True) -> tf.Tensor | None:
+                  unconnected_gradients: Unconnected = "none", independent: bool = True,
+                  chunk_size: int | None = None, compile: bool = True,
+                  jit_compile: bool = False) -> tf.Tensor | None:
     """Per-sample Hessians of per-sample scalars.
 
     Shape: `[b] + x.shape[1:] + x.shape[1:]`, `B[s, i..., j...] = d² y[s] / d x[s, i...]
@@ -252,19 +281,24 @@ def batch_hessian(target: Target, source: TensorLike, *, strategy: Strategy = "a
       Before: nested tapes and `tape.batch_jacobian`, or `tf.hessians(tf.reduce_sum(y), x)`
       (mixes samples). After: `cg.batch_hessian(f, x)`.
     """
+    options = {"strategy": strategy, "chunk_size": chunk_size,
+               "unconnected_gradients": unconnected_gradients, "independent": independent}
+    if run := dispatch.compiled(batch_hessian, target, (source,), options, compile,
+                                jit_compile):
+        return run()
     name = "batch_hessian"
     problem = st.make_problem(name, target, source)
-    strategy = st.check_strategy(name, strategy)
-    unconnected = st.check_unconnected(name, unconnected_gradients)
+    how = st.check_options(name, strategy, unconnected_gradients, chunk_size)
     (flat_source,) = _single_source(name, problem)
     backend = dispatch.backend_for(problem, order=2)
-    guard = st.check_batch(name, backend.target, flat_source, per_sample_scalar=True)
     compute = (_jacobians.batch_hessian_block if independent
                else _jacobians.exact_batch_hessian)
-    return st.with_guard(compute(backend, flat_source, strategy, unconnected), guard)
+    with st.after(st.check_batch(name, backend.target, flat_source, per_sample_scalar=True)):
+        return compute(backend, flat_source, how)
 
 
-def jvp(f, primals: Nest, tangents: Nest):
+@_library_code
+def jvp(f, primals: Nest, tangents: Nest, *, compile: bool = True, jit_compile: bool = False):
     """Forward mode: the outputs of `f` and their directional derivative along `tangents`.
 
     Shape: `(f(primals), J·tangents)`, the second with the structure and shapes of the
@@ -294,6 +328,8 @@ def jvp(f, primals: Nest, tangents: Nest):
       Before: `g = tf.gradients(y, x, grad_ys=u); tf.gradients(g, u, grad_ys=v)` with a
       placeholder u. After: `cg.jvp(f, x, v)`.
     """
+    if run := dispatch.compiled(jvp, f, (primals, tangents), {}, compile, jit_compile):
+        return run()
     name = "jvp"
     problem = st.make_problem(name, _callable(name, f), primals, nested_target=True)
     flat_tangents = st.match_sources(name, "tangents", problem, tangents)
@@ -302,7 +338,9 @@ def jvp(f, primals: Nest, tangents: Nest):
     return outputs, tf.nest.pack_sequence_as(outputs, st.zeros_for_none(products, flat_outputs))
 
 
-def vjp(f, primals: Nest, cotangents: Nest):
+@_library_code
+def vjp(f, primals: Nest, cotangents: Nest, *, compile: bool = True,
+        jit_compile: bool = False):
     """Reverse mode: the outputs of `f` and the cotangents pulled back to the primals.
 
     Shape: `(f(primals), cotangentsᵀ·J)`, the second with the structure and shapes of
@@ -329,6 +367,8 @@ def vjp(f, primals: Nest, cotangents: Nest):
     Migrating from TF1:
       Before: `tf.gradients(y, x, grad_ys=u)`. After: `cg.vjp(f, x, u)` in every mode.
     """
+    if run := dispatch.compiled(vjp, f, (primals, cotangents), {}, compile, jit_compile):
+        return run()
     name = "vjp"
     problem = st.make_problem(name, _callable(name, f), primals, nested_target=True)
     backend = dispatch.backend_for(problem)
@@ -337,7 +377,9 @@ def vjp(f, primals: Nest, cotangents: Nest):
     return backend.outputs, problem.pack(st.zeros_for_none(grads, problem.flat))
 
 
-def hvp(f, primals: Nest, vector: Nest) -> Nest:
+@_library_code
+def hvp(f, primals: Nest, vector: Nest, *, compile: bool = True,
+        jit_compile: bool = False) -> Nest:
     """Hessian-vector product `H·v` of a scalar `f`, without building the Hessian.
 
     Shape: the structure and shapes of `primals`; `(H·v)[i] = sum_j H[i][j]·v[j]`. Computed
@@ -366,6 +408,8 @@ def hvp(f, primals: Nest, vector: Nest) -> Nest:
       Before: `tf.gradients(tf.reduce_sum(tf.gradients(f, x)[0] * v), x)`. After:
       `cg.hvp(f, x, v)`.
     """
+    if run := dispatch.compiled(hvp, f, (primals, vector), {}, compile, jit_compile):
+        return run()
     name = "hvp"
     problem = st.make_problem(name, _callable(name, f), primals)
     flat_vector = st.match_sources(name, "vector", problem, vector)

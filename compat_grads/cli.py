@@ -1,5 +1,6 @@
 """`compat-grads check`: run the shared matrix on this machine's TensorFlow and compare the
-TF1 graph route (in a spawned process) with the TF2 routes (eager, tf.function, v1 Graph)."""
+TF1 graph route (in a spawned process) with the TF2 routes (eager, tf.function, v1 Graph).
+`compat-grads bench`: the benchmark suite (compat_grads.bench)."""
 
 from __future__ import annotations
 
@@ -24,11 +25,19 @@ def _parser():
                        help="also require graph-backend routes to agree bit for bit")
     check.add_argument("--tf-log", action="store_true",
                        help="show TensorFlow's native log while the matrix runs")
+    from compat_grads.bench import suite
+
+    suite.add_arguments(commands.add_parser(
+        "bench", help="time compat_grads against the recipes users write (ratios)"))
     return parser
 
 
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "bench":
+        from compat_grads.bench import suite
+
+        return suite.bench(args)
     return check(args.pattern, args.json, args.strict_bitwise, args.tf_log)
 
 

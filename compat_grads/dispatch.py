@@ -10,6 +10,14 @@
 traced inside such a graph; "function" is a `tf.function` traced from eager code.
 """
 
+import collections
+import functools
+import inspect
+import threading
+import weakref
+
+import numpy as np
+
 from compat_grads._errors import ModeError, message
 from compat_grads._structure import Problem, eager_tensor_error
 from compat_grads._tf import tf
@@ -89,3 +97,95 @@ def as_graph(build):
     # tensors), so TensorFlow's "frequent retracing" warning would only point at us.
     compiled._omit_frequent_tracing_warning = True
     return compiled()
+
+
+CACHE_SIZE = 64
+"""How many compiled (callable, function, options) entries the eager cache keeps."""
+
+
+class _CompiledCache:
+    """A bounded LRU of tf.functions for callable targets in eager mode.
+
+    Keyed on the callable (weakly: a method by its object and function), the public
+    function and its options; tf.function keys on the input signature inside each entry.
+    """
+
+    def __init__(self, size):
+        self.size = size
+        self._entries = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, target, key, build):
+        owner, part = ((target.__self__, target.__func__) if inspect.ismethod(target)
+                       else (target, None))
+        full_key = (id(owner), part, key)
+        with self._lock:
+            entry = self._entries.get(full_key)
+            if entry is not None and entry[0]() is owner:
+                self._entries.move_to_end(full_key)
+                return entry[1]
+            compiled = build()
+            self._entries[full_key] = (_reference(owner), compiled)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+            return compiled
+
+    def clear(self):
+        with self._lock:
+            self._entries.clear()
+
+    def __len__(self):
+        return len(self._entries)
+
+
+def _reference(owner):
+    """A weak reference when the object allows one, else a strong one (builtins)."""
+    try:
+        return weakref.ref(owner)
+    except TypeError:
+        return lambda: owner
+
+
+CACHE = _CompiledCache(CACHE_SIZE)
+
+
+def compiled(public_function, target, args, options, compile, jit_compile):
+    """The cached, compiled form of `public_function(target, *args, **options)`, as a thunk,
+    when `target` is a callable run in eager mode and compiling is allowed; else None.
+
+    Inside the compiled function the call runs in "function" mode (the graph backend), so
+    its results are those of the tf.function route, bit for bit. Arguments other than the
+    sources must be tensors or variables to be compiled (numpy and Python values would
+    retrace per value or change dtype); otherwise the call runs eagerly.
+    """
+    if not compile or execution_mode() != EAGER or not callable(target) or tf.is_tensor(target):
+        return None
+    sources, *rest = args
+    sources = tf.nest.map_structure(_as_tensor, sources)
+    if not all(tf.is_tensor(leaf) or isinstance(leaf, tf.Variable)
+               for leaf in tf.nest.flatten(rest)):
+        return None
+    key = (public_function.__name__, tuple(sorted(options.items())), jit_compile)
+    run = CACHE.get(target, key, lambda: _compile(public_function, target, options, jit_compile))
+    return lambda: run(sources, *rest)
+
+
+def _compile(public_function, target, options, jit_compile):
+    call = functools.partial(public_function, target, compile=False, **options)
+    compiled = tf.function(lambda *args: call(*args), autograph=False, jit_compile=jit_compile)
+    return compiled
+
+
+def _as_tensor(leaf):
+    return leaf if tf.is_tensor(leaf) or isinstance(leaf, tf.Variable) or not isinstance(
+        leaf, (np.ndarray, np.generic, float)) else tf.convert_to_tensor(leaf)
+
+
+def clear_cache() -> None:
+    """Drops every compiled function compat_grads keeps for callable targets in eager mode.
+
+    Example:
+      >>> import compat_grads as cg
+      >>> cg.clear_cache()
+    """
+    CACHE.clear()

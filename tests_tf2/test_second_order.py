@@ -15,7 +15,8 @@ SECOND_ORDER = [case for case in cases.CASES if case.second_order]
 
 
 @pytest.mark.parametrize("route", ["v1graph.tensor", "v1graph.callable", "function.tensor",
-                                   "function.callable", "eager.callable"])
+                                   "function.callable", "eager.callable",
+                                   "eager.uncompiled"])
 def test_independent_default_is_wrong_for_coupled_samples_and_exact_is_right(route):
     errors = checks.independence_errors(route)
     for function in ("batch_jacobian", "batch_hessian"):
@@ -119,10 +120,12 @@ def test_auto_falls_back_to_reverse_over_reverse_through_a_cond_in_eager():
 
     x = tf.constant([0.5, 1.0])
     with pytest.warns(cg.VectorizationWarning) as caught:
-        auto = cg.hessian(f, x)
-    assert "forward-over-reverse failed" in str(caught[-1].message)
-    np.testing.assert_allclose(auto, cg.hessian(f, x, strategy="reverse"), rtol=1e-6)
+        auto = cg.hessian(f, x, compile=False)
+    assert any("forward-over-reverse failed" in str(w.message) for w in caught)
+    with pytest.warns(cg.VectorizationWarning):  # pfor cannot go through the cond either
+        reference = cg.hessian(f, x, strategy="reverse")
+    np.testing.assert_allclose(auto, reference, rtol=1e-6)
     with pytest.raises(cg.DerivativeError, match=r"hessian: TensorFlow could not compute this "
                                                  r"derivative.*Try another strategy"):
         with pytest.warns(cg.VectorizationWarning):
-            cg.hessian(f, x, strategy="forward")
+            cg.hessian(f, x, strategy="forward", compile=False)

@@ -5,6 +5,7 @@ import pytest
 import tensorflow as tf
 
 import compat_grads as cg
+from compat_grads import _stacking, _structure
 
 
 @pytest.mark.parametrize("value, expect_none", [
@@ -83,20 +84,18 @@ class _FailingOnce:
         return [tf.cast(i, tf.float32) * tf.ones([2])]
 
 
-def test_failed_vectorization_falls_back_to_the_loop_with_one_warning():
-    from compat_grads import _jacobians
+HOW = _structure.How("reverse", "none")
 
+
+def test_failed_vectorization_falls_back_to_the_loop_with_one_warning():
     backend = _FailingOnce()
     with pytest.warns(cg.VectorizationWarning, match=r"pfor failed with ValueError: more"):
-        (out,) = _jacobians._stack(backend, backend.row, 3, [tf.ones([2])], vectorize=True)
+        (out,) = _stacking.stack(backend, backend.row, 3, [tf.ones([2])], HOW)
     np.testing.assert_array_equal(out, [[0, 0], [1, 1], [2, 2]])
 
 
 def test_failed_vectorization_with_a_spent_tape_says_how_to_fix_it():
-    from compat_grads import _jacobians
-
     backend = _FailingOnce()
     with pytest.raises(RuntimeError, match=r"could not vectorize.*non-persistent tape cannot "
                                            r"be used again.*persistent=True.*strategy='loop'"):
-        _jacobians._stack(backend, backend.row, 3, [tf.ones([2])], vectorize=True,
-                          reusable=False)
+        _stacking.stack(backend, backend.row, 3, [tf.ones([2])], HOW, reusable=False)

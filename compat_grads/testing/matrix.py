@@ -26,11 +26,13 @@ class Item:
     strategy: str | None = None
     unconnected: str = "none"
     independent: bool = True
+    chunk_size: int | None = None
 
     @property
     def id(self) -> str:
         parts = [self.case.name, self.function, self.strategy, self.unconnected,
-                 "" if self.independent else "exact"]
+                 "" if self.independent else "exact",
+                 "" if self.chunk_size is None else f"chunk{self.chunk_size}"]
         return "-".join(p for p in parts if p and p != "none")
 
     def __str__(self):
@@ -38,7 +40,7 @@ class Item:
 
     def applies(self, route: str) -> bool:
         """jvp, vjp and hvp take callables only."""
-        return self.function not in TRANSFORMS or route.endswith(".callable")
+        return self.function not in TRANSFORMS or route.endswith((".callable", ".uncompiled"))
 
     def expected_error(self, route: str):
         """The compat_grads exception `route` must raise, by name, or None if it must work.
@@ -65,12 +67,15 @@ class Item:
             return (0, sources)
         return sources
 
-    def call(self, target, sources, tape=None):
+    def call(self, target, sources, tape=None, compile=True):
         function = getattr(cg, self.function)
         if self.function in TRANSFORMS:
-            tangents, cotangent = self.case.directions()
-            return function(target, sources, cotangent if self.function == "vjp" else tangents)
-        kwargs = {"unconnected_gradients": self.unconnected}
+            tangents, cotangent = self.case.direction_tensors()
+            return function(target, sources, cotangent if self.function == "vjp" else tangents,
+                            compile=compile)
+        kwargs = {"unconnected_gradients": self.unconnected, "compile": compile}
+        if self.chunk_size is not None:
+            kwargs["chunk_size"] = self.chunk_size
         if self.function not in SECOND_ORDER:
             kwargs["tape"] = tape
         if self.strategy is not None:
@@ -101,21 +106,28 @@ def _functions(case: Case):
     return out
 
 
+CHUNKED = ("seed_matmul", "mlp_tanh", "mlp_dynamic_batch", "nest_dict", "unconnected",
+           "gather", "seed_batch_hessian_dynamic", "coupled_samples", "piecewise_cond")
+"""Cases that also run with chunk_size=3 (reverse, forward, loop): same values."""
+
+
 def _variants(case: Case, function: str):
     strategies = STRATEGIES if function in _WITH_STRATEGY else (None,)
     modes = ("none", "zero") if case.unconnected and function not in TRANSFORMS else ("none",)
-    if function not in _BATCH:
-        return [(s, u, True) for s in strategies for u in modes]
-    if case.coupled:
-        return [(s, u, False) for s in strategies for u in modes]
-    return [(s, u, True) for s in strategies for u in modes] + [("auto", "none", False)]
+    independence = (False,) if case.coupled and function in _BATCH else (True,)
+    out = [(s, u, i, None) for s in strategies for u in modes for i in independence]
+    if function in _BATCH and not case.coupled:
+        out.append(("auto", "none", False, None))
+    if function in _WITH_STRATEGY and case.name in CHUNKED:
+        out += [(s, "none", i, 3) for s in ("reverse", "forward", "loop") for i in independence]
+    return out
 
 
 def items(pattern: str | None = None) -> list:
     """All matrix items, or those whose id matches the glob / substring `pattern`."""
-    out = [Item(case, function, s, u, independent)
+    out = [Item(case, function, s, u, independent, chunk)
            for case in CASES for function in _functions(case)
-           for s, u, independent in _variants(case, function)]
+           for s, u, independent, chunk in _variants(case, function)]
     if pattern:
         glob = pattern if any(ch in pattern for ch in "*?[") else f"*{pattern}*"
         out = [item for item in out if fnmatch.fnmatch(item.id, glob)]

@@ -16,12 +16,17 @@ from compat_grads._tf import tf
 
 TF1_ROUTES = ("tf1.tensor", "tf1.callable", "tf1.tape")
 TF2_ROUTES = ("v1graph.tensor", "v1graph.callable", "v1graph.tape", "function.tensor",
-              "function.callable", "function.tape", "eager.callable", "eager.tape")
+              "function.callable", "function.tape", "eager.callable", "eager.uncompiled",
+              "eager.tape")
 
 
 def backend_of(route: str) -> str:
-    """Which backend serves the route; routes on the same backend run the same algorithm."""
-    return "tape" if route.endswith(".tape") or route == "eager.callable" else "graph"
+    """Which backend serves the route; routes on the same backend run the same algorithm.
+
+    "eager.callable" is compiled (the default): a cached tf.function, so the graph backend;
+    "eager.uncompiled" passes compile=False and runs the callable under tapes/accumulators.
+    """
+    return "tape" if route.endswith((".tape", ".uncompiled")) else "graph"
 
 
 @dataclasses.dataclass
@@ -61,6 +66,8 @@ def _invoke(item, kind, sources, consts):
         return item.call(build(sources), sources)
     if kind == "callable":
         return item.call(build, sources)
+    if kind == "uncompiled":
+        return item.call(build, sources, compile=False)
     with tf.GradientTape() as tape:
         tape.watch(tf.nest.flatten(sources))
         target = build(sources)
@@ -138,11 +145,11 @@ def _run_function(item, kind):
 
     if case.variables:
         xs = tf.nest.map_structure(lambda v: tf.Variable(v, dtype=dtype), sources)
-        fn = tf.function(lambda cs: body(xs, cs), input_signature=[const_specs])
+        fn = tf.function(lambda cs: body(xs, cs), input_signature=[const_specs], autograph=False)
         out = fn(const_args)
     else:
         specs = tf.nest.map_structure(lambda v: tf.TensorSpec(_shape(case, v), dtype), sources)
-        fn = tf.function(body, input_signature=[specs, const_specs])
+        fn = tf.function(body, input_signature=[specs, const_specs], autograph=False)
         out = fn(tf.nest.map_structure(lambda v: tf.constant(v, dtype), sources), const_args)
     values = [None if t is None else t.numpy() for t in tf.nest.flatten(out)]
     return Result(values, traced["static"], traced["structure"])

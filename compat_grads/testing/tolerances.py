@@ -15,10 +15,12 @@ SAME_ALGORITHM = 0.0
 
 def pin_runtime_for_bitwise():
     """What bit-for-bit agreement between a Session and a tf.function needs: grappler's
-    arithmetic optimizer off (its rewrites differ between the two runtimes), and oneDNN's
+    arithmetic optimizer and constant folding off (their rewrites differ between the two
+    runtimes, and between a value passed in and one built into the graph), and oneDNN's
     graph rewrites off (`TF_ENABLE_ONEDNN_OPTS=0`, read when TensorFlow loads: tox sets it).
     The test suites call this once per process; the library never does."""
-    tf.config.optimizer.set_experimental_options({"arithmetic_optimization": False})
+    tf.config.optimizer.set_experimental_options(
+        {"arithmetic_optimization": False, "constant_folding": False})
 
 
 def scaled_error(actual, reference) -> float:

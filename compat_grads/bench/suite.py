@@ -1,0 +1,202 @@
+"""The benchmark suite: runs every workload side by side, prints a markdown table of times
+and ratios, checks the issue's targets, writes JSON and (with matplotlib) a PNG plot."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+
+from compat_grads.bench import timing, workloads
+
+FULL = {"tall": (4000, 500), "wide": (100, 5000), "square": 256, "batch": (128, 32),
+        "hessians": [(1024, 8), (1024, 32)], "tf1_sizes": [200, 500, 1000, 2000, 4000],
+        "loop_max": 1000, "memory": (20000, 2000, 1000, 250), "repeats": 7}
+QUICK = {"tall": (40, 5), "wide": (5, 40), "square": 8, "batch": (4, 6),
+         "hessians": [(8, 3)], "tf1_sizes": [20, 40], "loop_max": 40,
+         "memory": (400, 40, 100, 10), "repeats": 2}
+
+
+def run(quick=False, out_dir="bench-results", plot=True, log=print) -> dict:
+    """Runs the suite; returns the report (also written to `out_dir/bench.json`)."""
+    sizes = QUICK if quick else FULL
+    repeats = sizes["repeats"]
+    measures = []
+    steps = [
+        lambda: workloads.matrix_jacobian(f"tall {sizes['tall'][0]}x{sizes['tall'][1]}",
+                                          *sizes["tall"], repeats),
+        lambda: workloads.matrix_jacobian(f"wide {sizes['wide'][0]}x{sizes['wide'][1]}",
+                                          *sizes["wide"], repeats),
+        lambda: workloads.square_mlp(sizes["square"], repeats),
+        lambda: workloads.batch_mlp(*sizes["batch"], repeats),
+        lambda: workloads.per_element(*sizes["tall"], repeats),
+        *[lambda b=b, d=d: workloads.per_sample_hessian(b, d, repeats)
+          for b, d in sizes["hessians"]],
+    ]
+    for step in steps:
+        measures += step()
+        log(f"... {measures[-1].workload}")
+    tf1 = timing.in_subprocess("compat_grads.bench.tf1_graph",
+                               [repeats, sizes["loop_max"], *sizes["tf1_sizes"]])
+    log("... TF1 graph build and run")
+    memory = _memory(*sizes["memory"])
+    log("... memory")
+    report = {"measures": [dataclasses.asdict(m) for m in measures], "tf1_graph": tf1,
+              "memory": memory, "quick": quick}
+    report["targets"] = targets(report)
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "bench.json"), "w") as handle:
+        json.dump(report, handle, indent=1)
+    if plot:
+        report["plot"] = _plot(tf1, os.path.join(out_dir, "tf1_graph.png"))
+    return report
+
+
+def _memory(m, n, reverse_chunk, forward_chunk):
+    configs = [("forward", 0), ("forward", forward_chunk), ("reverse", reverse_chunk)]
+    return [timing.in_subprocess("compat_grads.bench.memory", [m, n, s, c])
+            for s, c in configs]
+
+
+def _ratios(measures):
+    """{workload: {recipe: their ms / our eager ms}}."""
+    out = {}
+    for workload in dict.fromkeys(m["workload"] for m in measures):
+        rows = [m for m in measures if m["workload"] == workload]
+        ours = next(m["ms"] for m in rows if m["ours"] and "eager" in m["recipe"])
+        out[workload] = {m["recipe"]: m["ms"] / ours for m in rows}
+    return out
+
+
+def _find(ratios, workload_start, recipe_start):
+    for workload, rows in ratios.items():
+        if workload.startswith(workload_start):
+            for recipe, ratio in rows.items():
+                if recipe.startswith(recipe_start):
+                    return ratio
+    return None
+
+
+def targets(report) -> list:
+    """The issue's targets, each (what, measured, goal, met)."""
+    ratios = _ratios(report["measures"])
+    out = []
+
+    def add(what, measured, goal, at_least=True):
+        if measured is not None:
+            out.append({"target": what, "measured": measured, "goal": goal,
+                        "met": measured >= goal if at_least else measured <= goal})
+
+    add("per_element_gradients eager vs eager jacobian-then-sum (J·1)",
+        _find(ratios, "J·1", "eager jacobian, then sum"), 100)
+    add("stacked_jacobian eager vs eager tape.jacobian (tall)",
+        _find(ratios, "tall", "eager tape.jacobian"), 20)
+    add("stacked_jacobian eager vs tape.jacobian in tf.function (tall)",
+        _find(ratios, "tall", "tape.jacobian in tf.function"), 5)
+    for workload, rows in ratios.items():
+        best = [r for k, r in rows.items()
+                if "in tf.function" in k and not k.startswith(workloads.OURS)]
+        if best:
+            add(f"never slower than TensorFlow's best in tf.function ({workload})", min(best),
+                1.0)
+    for workload in ratios:
+        if workload.startswith("per-sample Hessian"):
+            add(f"batch_hessian eager vs eager nested tapes ({workload})",
+                _find({workload: ratios[workload]}, workload, "eager nested tapes"), 8)
+    for workload in ("tall", "wide"):
+        best = [r for k, r in _row(ratios, workload).items() if k.startswith("jax")]
+        if best:
+            add(f"within 1.5x of JAX's best jit(jacfwd/jacrev) ({workload})", min(best),
+                1 / 1.5)
+    add(*_tf1_targets(report["tf1_graph"]))
+    add("TF1 build time flat: build(largest m) / build(smallest m)",
+        _tf1_build_growth(report["tf1_graph"]), 1.5, at_least=False)
+    chunked = [m for m in report["memory"] if m["chunk_size"] and m["strategy"] == "reverse"]
+    if chunked:
+        add("chunk_size peak memory / result size (reverse)", chunked[0]["ratio"], 1.5,
+            at_least=False)
+    return out
+
+
+def _row(ratios, start):
+    return next((rows for w, rows in ratios.items() if w.startswith(start)), {})
+
+
+def _tf1_targets(rows):
+    sizes = sorted({r["m"] for r in rows})
+    m = 1000 if 1000 in sizes else sizes[-1]
+    ours = next(r for r in rows if r["m"] == m and r["recipe"].endswith("(auto)"))
+    theirs = next(r for r in rows if r["m"] == m and r["recipe"].startswith("map_fn"))
+    return (f"TF1 graph run vs map_fn recipe at m={m}", theirs["run_ms"] / ours["run_ms"], 4)
+
+
+def _tf1_build_growth(rows):
+    ours = sorted((r["m"], r["build_s"]) for r in rows if r["recipe"].endswith("(auto)"))
+    return ours[-1][1] / ours[0][1]
+
+
+def markdown(report) -> str:
+    ratios = _ratios(report["measures"])
+    lines = ["| workload | recipe | ms | their ms / our eager ms |", "|---|---|---|---|"]
+    for m in report["measures"]:
+        lines.append(f"| {m['workload']} | {m['recipe']} | {m['ms']:.2f} | "
+                     f"{ratios[m['workload']][m['recipe']]:.2f} |")
+    lines += ["", "| TF1 graph: m | recipe | build s | ops | run ms |", "|---|---|---|---|---|"]
+    lines += [f"| {r['m']} | {r['recipe']} | {r['build_s']:.3f} | {r['ops']} | "
+              f"{r['run_ms']:.2f} |" for r in report["tf1_graph"]]
+    lines += ["", "| memory: m x n | strategy | chunk_size | result MB | peak RSS delta MB | "
+              "peak / result |", "|---|---|---|---|---|---|"]
+    lines += [f"| {r['m']}x{r['n']} | {r['strategy']} | {r['chunk_size'] or '-'} | "
+              f"{r['result_mb']:.0f} | {r['peak_delta_mb']:.0f} | {r['ratio']:.2f} |"
+              for r in report["memory"]]
+    lines += ["", "| target | measured | goal | met |", "|---|---|---|---|"]
+    lines += [f"| {t['target']} | {t['measured']:.2f} | {t['goal']:.2f} | "
+              f"{'yes' if t['met'] else 'NO'} |" for t in report["targets"]]
+    return "\n".join(lines)
+
+
+def _plot(rows, path):
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    figure, (build, run_time) = plt.subplots(1, 2, figsize=(11, 4))
+    for recipe in dict.fromkeys(r["recipe"] for r in rows):
+        points = sorted((r["m"], r["build_s"], r["run_ms"]) for r in rows if r["recipe"] == recipe)
+        ms = [p[0] for p in points]
+        build.plot(ms, [p[1] for p in points], marker="o", label=recipe)
+        run_time.plot(ms, [p[2] for p in points], marker="o", label=recipe)
+    for axis, label in ((build, "graph build (s)"), (run_time, "session run (ms)")):
+        axis.set_xlabel("m, target elements")
+        axis.set_ylabel(label)
+        axis.set_yscale("log")
+    build.legend(fontsize=7)
+    figure.suptitle("TF1 graph: stacked Jacobian of tanh(W x), x of 50")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    return path
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="compat-grads bench", description=__doc__)
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    return bench(args)
+
+
+def add_arguments(parser):
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: checks it runs")
+    parser.add_argument("--out", default="bench-results", help="folder for JSON and PNG")
+    parser.add_argument("--no-plot", action="store_true")
+
+
+def bench(args) -> int:
+    report = run(args.quick, args.out, not args.no_plot,
+                 log=lambda text: print(text, file=sys.stderr))
+    print(markdown(report))
+    return 0

@@ -1,0 +1,226 @@
+"""The TF2 workloads: compat_grads next to the recipes users write and TensorFlow's best.
+
+Every workload checks that each recipe computes what ours computes before timing it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+import compat_grads as cg
+from compat_grads._tf import tf
+from compat_grads.bench.timing import median_ms
+
+try:  # optional: pip install "compat_grads[bench]" jax
+    import jax
+    import jax.numpy as jnp
+except ImportError:  # pragma: no cover - depends on the machine
+    jax = None
+
+OURS = "compat_grads"
+
+
+@dataclasses.dataclass
+class Measure:
+    workload: str
+    recipe: str
+    ms: float
+    ours: bool = False
+
+
+def _rng(seed=0):
+    return np.random.default_rng(seed)
+
+
+def _tape_jacobian(f, x):
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = f(x)
+    return tape.jacobian(y, x)
+
+
+def _accumulator_jacobian(f, x):
+    """The forward-mode recipe: vectorized_map of ForwardAccumulator JVPs over a basis."""
+    def column(v):
+        with tf.autodiff.ForwardAccumulator(x, tf.reshape(v, tf.shape(x))) as acc:
+            y = f(x)
+        return acc.jvp(y)
+    columns = tf.vectorized_map(column, tf.eye(tf.size(x)))
+    return tf.transpose(columns)
+
+
+def _tape_batch_jacobian(f, x):
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = f(x)
+    return tape.batch_jacobian(y, x)
+
+
+def _nested_tapes(f, x):
+    """The second seed article's recipe, fixed: its (b,) target is rejected by
+    batch_jacobian, so it is given as (b, 1)."""
+    with tf.GradientTape() as outer:
+        outer.watch(x)
+        with tf.GradientTape() as inner:
+            inner.watch(x)
+            y = f(x)[:, None]
+        gradient = tf.squeeze(inner.batch_jacobian(y, x), axis=1)
+    return outer.batch_jacobian(gradient, x)
+
+
+def _time(workload, recipes, reference, repeats):
+    """Checks every recipe against `reference`, then times them side by side."""
+    want = np.asarray(reference())
+    out = []
+    for name, fn in recipes.items():
+        got = np.asarray(fn())
+        np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-4 * max(1.0, np.abs(want).max()),
+                                   err_msg=f"{workload}: {name} disagrees with compat_grads")
+        out.append(Measure(workload, name, median_ms(fn, repeats), ours=name.startswith(OURS)))
+    return out
+
+
+def _jax_jacobians(f_jax, x):
+    if jax is None:
+        return {}
+    xj = jnp.asarray(x.numpy())
+    forward, reverse = jax.jit(jax.jacfwd(f_jax)), jax.jit(jax.jacrev(f_jax))
+    return {"jax.jit(jacfwd)": lambda: forward(xj).block_until_ready(),
+            "jax.jit(jacrev)": lambda: reverse(xj).block_until_ready()}
+
+
+def matrix_jacobian(name, m, n, repeats):
+    """y = tanh(A x) with A of shape (m, n): a tall (m > n) or wide (m < n) Jacobian."""
+    a_value = (_rng().standard_normal((m, n)) / np.sqrt(n)).astype(np.float32)
+    a, x = tf.constant(a_value), tf.constant(_rng(1).standard_normal(n).astype(np.float32))
+
+    def f(x):
+        return tf.tanh(tf.linalg.matvec(a, x))
+
+    in_function = tf.function(lambda x: cg.stacked_jacobian(f, x))
+    recipes = {
+        f"{OURS} stacked_jacobian, eager": lambda: cg.stacked_jacobian(f, x),
+        f"{OURS} stacked_jacobian in tf.function": lambda: in_function(x),
+        "eager tape.jacobian (seed article 1)": lambda: _tape_jacobian(f, x),
+        "tape.jacobian in tf.function": _functioned(lambda x: _tape_jacobian(f, x), x),
+        "vectorized_map(ForwardAccumulator) in tf.function": _functioned(
+            lambda x: _accumulator_jacobian(f, x), x),
+    }
+    recipes.update(_jax_jacobians(lambda x: jnp.tanh(jnp.asarray(a_value) @ x), x) if jax else {})
+    return _time(name, recipes, recipes[f"{OURS} stacked_jacobian, eager"], repeats)
+
+
+def _functioned(fn, *args):
+    compiled = tf.function(fn)
+    return lambda: compiled(*args)
+
+
+def _mlp(sizes, seed=0):
+    rng = _rng(seed)
+    weights = [tf.constant((rng.standard_normal((a, b)) / np.sqrt(a)).astype(np.float32))
+               for a, b in zip(sizes[:-1], sizes[1:])]
+
+    def mlp(x):
+        for w in weights:
+            x = tf.tanh(x @ w)
+        return x
+    return mlp, [w.numpy() for w in weights]
+
+
+def _jax_mlp(weights):
+    def mlp(x):
+        for w in weights:
+            x = jnp.tanh(x @ w)
+        return x
+    return mlp
+
+
+def square_mlp(width, repeats):
+    mlp, weights = _mlp([width, width, width])
+    x = tf.constant(_rng(2).standard_normal(width).astype(np.float32))
+
+    def f(x):
+        return mlp(x[None])[0]
+
+    recipes = {
+        f"{OURS} stacked_jacobian, eager": lambda: cg.stacked_jacobian(f, x),
+        "eager tape.jacobian": lambda: _tape_jacobian(f, x),
+        "tape.jacobian in tf.function": _functioned(lambda x: _tape_jacobian(f, x), x),
+    }
+    if jax is not None:
+        f_jax = _jax_mlp(weights)
+        recipes.update(_jax_jacobians(lambda x: f_jax(x[None])[0], x))
+    return _time("square MLP", recipes, recipes[f"{OURS} stacked_jacobian, eager"], repeats)
+
+
+def batch_mlp(batch, features, repeats):
+    mlp, weights = _mlp([features, 2 * features, features // 2])
+    x = tf.constant(_rng(3).standard_normal((batch, features)).astype(np.float32))
+    recipes = {
+        f"{OURS} batch_jacobian, eager": lambda: cg.batch_jacobian(mlp, x),
+        "eager tape.batch_jacobian": lambda: _tape_batch_jacobian(mlp, x),
+        "tape.batch_jacobian in tf.function": _functioned(
+            lambda x: _tape_batch_jacobian(mlp, x), x),
+    }
+    if jax is not None:
+        f_jax = _jax_mlp(weights)
+        per_sample = jax.jit(jax.vmap(jax.jacrev(lambda v: f_jax(v[None])[0])))
+        xj = jnp.asarray(x.numpy())
+        recipes["jax.jit(vmap(jacrev))"] = lambda: per_sample(xj).block_until_ready()
+    return _time(f"batch Jacobian of an MLP (b={batch})", recipes,
+                 recipes[f"{OURS} batch_jacobian, eager"], repeats)
+
+
+def per_element(m, n, repeats):
+    """J·1 of y = tanh(A x): one forward product against the Jacobian-then-sum recipe."""
+    a_value = (_rng().standard_normal((m, n)) / np.sqrt(n)).astype(np.float32)
+    a, x = tf.constant(a_value), tf.constant(_rng(1).standard_normal(n).astype(np.float32))
+
+    def f(x):
+        return tf.tanh(tf.linalg.matvec(a, x))
+
+    def accumulate():
+        with tf.autodiff.ForwardAccumulator(x, tf.ones_like(x)) as acc:
+            y = f(x)
+        return acc.jvp(y)
+
+    summed = tf.function(lambda x: tf.reduce_sum(_tape_jacobian(f, x), axis=-1))
+    recipes = {
+        f"{OURS} per_element_gradients, eager": lambda: cg.per_element_gradients(f, x),
+        "eager jacobian, then sum (seed article 1)": lambda: tf.reduce_sum(
+            _tape_jacobian(f, x), axis=-1),
+        "jacobian then sum in tf.function": lambda: summed(x),
+        "eager ForwardAccumulator, one product": accumulate,
+    }
+    if jax is not None:
+        xj, f_jax = jnp.asarray(x.numpy()), lambda x: jnp.tanh(jnp.asarray(a_value) @ x)
+        jvp = jax.jit(lambda x: jax.jvp(f_jax, (x,), (jnp.ones_like(x),))[1])
+        recipes["jax.jit(jvp)"] = lambda: jvp(xj).block_until_ready()
+    return _time(f"J·1 ({m}x{n})", recipes, recipes[f"{OURS} per_element_gradients, eager"],
+                 repeats)
+
+
+def per_sample_hessian(batch, features, repeats):
+    mlp, weights = _mlp([features, 64, 64, 1])
+
+    def f(x):
+        return tf.squeeze(mlp(x), axis=1)
+
+    x = tf.constant(_rng(4).standard_normal((batch, features)).astype(np.float32))
+    in_function = tf.function(lambda x: cg.batch_hessian(f, x))
+    recipes = {
+        f"{OURS} batch_hessian, eager": lambda: cg.batch_hessian(f, x),
+        f"{OURS} batch_hessian in tf.function": lambda: in_function(x),
+        "eager nested tapes + batch_jacobian (seed article 2)": lambda: _nested_tapes(f, x),
+        "nested tapes + batch_jacobian in tf.function": _functioned(
+            lambda x: _nested_tapes(f, x), x),
+    }
+    if jax is not None:
+        f_jax = _jax_mlp(weights)
+        hessians = jax.jit(jax.vmap(jax.hessian(lambda v: f_jax(v[None])[0, 0])))
+        xj = jnp.asarray(x.numpy())
+        recipes["jax.jit(vmap(hessian))"] = lambda: hessians(xj).block_until_ready()
+    return _time(f"per-sample Hessian (b={batch}, d={features})", recipes,
+                 recipes[f"{OURS} batch_hessian, eager"], repeats)

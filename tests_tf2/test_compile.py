@@ -1,0 +1,126 @@
+"""Compiled caching for callable targets in eager mode: traced once per callable, function,
+options and input signature; bounded; compile=False and jit_compile=True."""
+
+import gc
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import compat_grads as cg
+from compat_grads import dispatch
+
+X = tf.constant([[0.5, -1.0, 2.0], [1.5, 0.25, -0.5]])
+
+
+class Counted:
+    """A target that counts how often it runs: once per trace when compiled."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, x):
+        self.calls += 1
+        return tf.tanh(x) * tf.reduce_sum(x)
+
+    def total(self, x):  # a bound method: a new object at each access, one cache entry
+        return tf.reduce_sum(self(x))
+
+
+CALLS = {
+    "stacked_jacobian": lambda f, x, **kw: cg.stacked_jacobian(f, x, **kw),
+    "per_element_gradients": lambda f, x, **kw: cg.per_element_gradients(f, x, **kw),
+    "batch_jacobian": lambda f, x, **kw: cg.batch_jacobian(f, x, **kw),
+    "hessian": lambda f, x, **kw: cg.hessian(f.total, x, **kw),
+    "jvp": lambda f, x, **kw: cg.jvp(f, x, tf.ones_like(x), **kw)[1],
+    "vjp": lambda f, x, **kw: cg.vjp(f, x, tf.ones_like(x), **kw)[1],
+}
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_traced_once_for_repeated_calls_with_the_same_shapes(name):
+    f, call = Counted(), CALLS[name]
+    first = call(f, X)
+    for _ in range(3):
+        again = call(f, X + 0.0)
+    assert f.calls == 1, f"{name}: traced {f.calls} times for one input signature"
+    np.testing.assert_array_equal(first, again)
+    call(f, tf.ones([4, 3]))
+    assert f.calls == 2, "a new input shape traces once more"
+
+
+def test_compile_false_runs_the_callable_every_time():
+    f = Counted()
+    for _ in range(3):
+        cg.stacked_jacobian(f, X, compile=False)
+    assert f.calls >= 3
+
+
+def test_options_are_part_of_the_key():
+    f = Counted()
+    cg.stacked_jacobian(f, X, strategy="reverse")
+    cg.stacked_jacobian(f, X, strategy="forward")
+    cg.stacked_jacobian(f, X, strategy="reverse")
+    assert f.calls == 2
+
+
+def test_compiled_equals_uncompiled_within_tolerance_and_jit_compiles():
+    f = Counted()
+    compiled = cg.stacked_jacobian(f, X)
+    uncompiled = cg.stacked_jacobian(f, X, compile=False)
+    jitted = cg.stacked_jacobian(f, X, jit_compile=True)
+    np.testing.assert_allclose(compiled, uncompiled, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(jitted, uncompiled, rtol=1e-5, atol=1e-6)
+
+
+def test_the_cache_is_bounded_and_clearable():
+    cg.clear_cache()
+    functions = [lambda x, k=k: x * float(k) for k in range(dispatch.CACHE_SIZE + 5)]
+    for f in functions:
+        cg.per_element_gradients(f, X)
+    assert len(dispatch.CACHE) == dispatch.CACHE_SIZE
+    cg.clear_cache()
+    assert len(dispatch.CACHE) == 0
+
+
+def test_a_dead_callable_is_never_served_for_a_new_one():
+    f = lambda x: x * 2.0  # noqa: E731
+    np.testing.assert_allclose(cg.per_element_gradients(f, X), 2.0 * np.ones((2, 3)))
+    del f
+    gc.collect()
+    for k in range(20):  # new callables may reuse the dead one's id
+        g = lambda x, k=k: x * float(k + 3)  # noqa: E731
+        np.testing.assert_allclose(cg.per_element_gradients(g, X), (k + 3) * np.ones((2, 3)))
+
+
+def test_methods_and_variables():
+    class Model:
+        def __init__(self):
+            self.w = tf.Variable([[1.0], [2.0], [3.0]])
+            self.calls = 0
+
+        def __call__(self, x):
+            self.calls += 1
+            return x @ self.w
+
+        def double(self, x):
+            self.calls += 1
+            return 2.0 * (x @ self.w)
+
+    model = Model()
+    for _ in range(3):
+        out = cg.batch_jacobian(model.double, X)  # a new bound method object each time
+    assert model.calls == 1
+    np.testing.assert_allclose(out, np.broadcast_to([[2.0, 4.0, 6.0]], (2, 1, 3)))
+    model.w.assign([[0.0], [0.0], [1.0]])  # variables are read at run time, not baked in
+    np.testing.assert_allclose(cg.batch_jacobian(model.double, X),
+                               np.broadcast_to([[0.0, 0.0, 2.0]], (2, 1, 3)))
+    assert model.calls == 1
+
+
+def test_errors_are_the_same_through_the_compiled_path():
+    with pytest.raises(TypeError, match=r"compat_grads\.stacked_jacobian: sources must be "
+                                        r"floating-point"):
+        cg.stacked_jacobian(lambda x: tf.cast(x, tf.float32), tf.constant([1, 2]))
+    with pytest.raises(ValueError, match=r"chunk_size must be a positive integer"):
+        cg.stacked_jacobian(lambda x: x, X, chunk_size=0)
