@@ -158,12 +158,13 @@ def compiled(public_function, target, args, options, compile, jit_compile):
     sources must be tensors or variables to be compiled (numpy and Python values would
     retrace per value or change dtype); otherwise the call runs eagerly.
     """
-    if not compile or execution_mode() != EAGER or not callable(target) or tf.is_tensor(target):
+    # Cheap tests first: this runs on every eager call (tensors and variables are not callable).
+    if not compile or not callable(target) or options.get("tape") is not None or (
+            execution_mode() != EAGER):
         return None
     sources, *rest = args
     sources = tf.nest.map_structure(_as_tensor, sources)
-    if not all(tf.is_tensor(leaf) or isinstance(leaf, tf.Variable)
-               for leaf in tf.nest.flatten(rest)):
+    if not all(isinstance(leaf, (tf.Tensor, tf.Variable)) for leaf in tf.nest.flatten(rest)):
         return None
     key = (public_function.__name__, tuple(sorted(options.items())), jit_compile)
     run = CACHE.get(target, key, lambda: _compile(public_function, target, options, jit_compile))
@@ -177,8 +178,10 @@ def _compile(public_function, target, options, jit_compile):
 
 
 def _as_tensor(leaf):
-    return leaf if tf.is_tensor(leaf) or isinstance(leaf, tf.Variable) or not isinstance(
-        leaf, (np.ndarray, np.generic, float)) else tf.convert_to_tensor(leaf)
+    """numpy and Python floats become tensors (tf.function would retrace per Python value)."""
+    if isinstance(leaf, (np.ndarray, np.generic, float)):
+        return tf.convert_to_tensor(leaf)
+    return leaf
 
 
 def clear_cache() -> None:

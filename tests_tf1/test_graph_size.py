@@ -14,3 +14,25 @@ def test_stacked_jacobian_graph_is_flat_in_m(strategy):
 
 def test_per_element_gradients_graph_is_flat_in_m():
     assert_flat_graph(cg.per_element_gradients)
+
+
+@pytest.mark.parametrize("strategy", ["reverse", "forward"])
+def test_chunked_jacobian_is_one_loop_writing_in_place(strategy):
+    """chunk_size: one while_loop over chunks, each chunk written in place into one buffer
+    (no TensorArray of chunks to concatenate: that would double the peak memory)."""
+    import numpy as np
+    import tensorflow as tf
+
+    with tf.Graph().as_default() as graph:
+        x = tf.compat.v1.placeholder(tf.float32, [7])
+        w = tf.compat.v1.placeholder(tf.float32, [11, 7])
+        y = tf.tanh(tf.linalg.matvec(w, x))
+        chunked = cg.stacked_jacobian(y, x, strategy=strategy, chunk_size=3)
+        types = [op.type for op in graph.get_operations()]
+        whole = cg.stacked_jacobian(y, x, strategy=strategy)
+        with tf.compat.v1.Session() as session:
+            feed = {x: np.linspace(-1, 1, 7), w: np.linspace(-1, 1, 77).reshape(11, 7)}
+            chunked, whole = session.run([chunked, whole], feed)
+    assert types.count("LoopCond") == 1
+    assert "InplaceUpdate" in types and "TensorArrayV3" not in types
+    np.testing.assert_allclose(chunked, whole, rtol=1e-6)

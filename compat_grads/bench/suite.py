@@ -13,7 +13,7 @@ from compat_grads.bench import timing, workloads
 
 FULL = {"tall": (4000, 500), "wide": (100, 5000), "square": 256, "batch": (128, 32),
         "hessians": [(1024, 8), (1024, 32)], "tf1_sizes": [200, 500, 1000, 2000, 4000],
-        "loop_max": 1000, "memory": (20000, 2000, 1000, 250), "repeats": 7}
+        "loop_max": 1000, "memory": (20000, 2000, 100, 100), "repeats": 15}
 QUICK = {"tall": (40, 5), "wide": (5, 40), "square": 8, "batch": (4, 6),
          "hessians": [(8, 3)], "tf1_sizes": [20, 40], "loop_max": 40,
          "memory": (400, 40, 100, 10), "repeats": 2}

@@ -3,22 +3,39 @@
 from __future__ import annotations
 
 import json
+import random
 import statistics
 import subprocess
 import sys
 import time
 
 
-def median_ms(fn, repeats: int, warmup: int = 2) -> float:
-    """Median wall time of `fn()` in milliseconds, after `warmup` untimed calls (traces)."""
-    for _ in range(warmup):
+def interleaved_ms(fns: dict, repeats: int, sample_s: float = 0.02) -> dict:
+    """{name: median milliseconds per call} of the functions in `fns`, measured side by side.
+
+    Each is warmed up (traced) first; then `repeats` rounds time every function once, in a
+    new random order each round, so that machine noise, drift and the after-effects of a
+    heavy neighbour (freed memory, cold caches) hit all of them alike. A sample repeats a
+    fast function enough times to last about `sample_s` seconds.
+    """
+    calls = {}
+    for name, fn in fns.items():
         _block(fn())
-    times = []
-    for _ in range(repeats):
         start = time.perf_counter()
         _block(fn())
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
+        calls[name] = max(1, int(sample_s / max(time.perf_counter() - start, 1e-6)))
+    samples = {name: [] for name in fns}
+    order = list(fns)
+    shuffle = random.Random(0).shuffle
+    for _ in range(repeats):
+        shuffle(order)
+        for name in order:
+            fn = fns[name]
+            start = time.perf_counter()
+            for _ in range(calls[name]):
+                _block(fn())
+            samples[name].append((time.perf_counter() - start) / calls[name])
+    return {name: statistics.median(times) * 1e3 for name, times in samples.items()}
 
 
 def _block(value):

@@ -11,7 +11,7 @@ import numpy as np
 
 import compat_grads as cg
 from compat_grads._tf import tf
-from compat_grads.bench.timing import median_ms
+from compat_grads.bench.timing import interleaved_ms
 
 try:  # optional: pip install "compat_grads[bench]" jax
     import jax
@@ -73,13 +73,12 @@ def _nested_tapes(f, x):
 def _time(workload, recipes, reference, repeats):
     """Checks every recipe against `reference`, then times them side by side."""
     want = np.asarray(reference())
-    out = []
     for name, fn in recipes.items():
         got = np.asarray(fn())
         np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-4 * max(1.0, np.abs(want).max()),
                                    err_msg=f"{workload}: {name} disagrees with compat_grads")
-        out.append(Measure(workload, name, median_ms(fn, repeats), ours=name.startswith(OURS)))
-    return out
+    times = interleaved_ms(recipes, repeats)
+    return [Measure(workload, name, ms, ours=name.startswith(OURS)) for name, ms in times.items()]
 
 
 def _jax_jacobians(f_jax, x):
@@ -103,6 +102,8 @@ def matrix_jacobian(name, m, n, repeats):
     recipes = {
         f"{OURS} stacked_jacobian, eager": lambda: cg.stacked_jacobian(f, x),
         f"{OURS} stacked_jacobian in tf.function": lambda: in_function(x),
+        f"{OURS} stacked_jacobian, eager, jit_compile=True": lambda: cg.stacked_jacobian(
+            f, x, jit_compile=True),
         "eager tape.jacobian (seed article 1)": lambda: _tape_jacobian(f, x),
         "tape.jacobian in tf.function": _functioned(lambda x: _tape_jacobian(f, x), x),
         "vectorized_map(ForwardAccumulator) in tf.function": _functioned(
