@@ -33,6 +33,10 @@ def stacked_jacobian(target: Target, sources: Nest, *, tape: tf.GradientTape | N
         lowest memory). All give the same values.
       unconnected_gradients: "none" (None for a source the target does not depend on) or
         "zero" (zeros of the block's shape); a `tf.UnconnectedGradients` works too.
+      chunk_size: at most this many rows (or columns) in flight at once, to bound memory.
+      compile: in eager mode, run a callable target through a tf.function traced once per
+        callable, options and input shapes, and cached (False: run it eagerly).
+      jit_compile: compile that tf.function with XLA.
 
     Returns:
       The blocks in the structure of `sources`, each with its source's dtype.
@@ -85,6 +89,9 @@ def per_element_gradients(target: Target, sources: Nest, *,
       sources: a tensor, a variable, or a list / tuple / dict nest of them.
       tape: the `tf.GradientTape` that recorded an eager tensor target.
       unconnected_gradients: "none" or "zero", as in `stacked_jacobian`.
+      compile: in eager mode, run a callable target through a tf.function traced once per
+        callable, options and input shapes, and cached (False: run it eagerly).
+      jit_compile: compile that tf.function with XLA.
 
     Returns:
       One `y`-shaped tensor per source, in the structure of `sources`, in the source's dtype.
@@ -138,6 +145,10 @@ def batch_jacobian(target: Target, source: TensorLike, *,
       strategy: as `stacked_jacobian`, over per-sample elements.
       unconnected_gradients: "none" or "zero", as in `stacked_jacobian`.
       independent: whether samples are independent (see the caveat).
+      chunk_size: at most this many rows (or columns) in flight at once, to bound memory.
+      compile: in eager mode, run a callable target through a tf.function traced once per
+        callable, options and input shapes, and cached (False: run it eagerly).
+      jit_compile: compile that tf.function with XLA.
 
     Returns:
       The per-sample Jacobians, in the source's dtype (None if unconnected and "none").
@@ -205,6 +216,10 @@ def hessian(target: Target, sources: Nest, *, strategy: Strategy = "auto",
       strategy: "auto", "forward", "reverse" or "loop" (the outer Jacobian's direction).
       unconnected_gradients: "none" gives None for a block whose sources do not reach the
         gradient; "zero" gives zeros.
+      chunk_size: at most this many rows (or columns) in flight at once, to bound memory.
+      compile: in eager mode, run a callable target through a tf.function traced once per
+        callable, options and input shapes, and cached (False: run it eagerly).
+      jit_compile: compile that tf.function with XLA.
 
     Returns:
       The blocks, in the structure of `sources` nested in itself, each in the dtype of its
@@ -261,6 +276,10 @@ def batch_hessian(target: Target, source: TensorLike, *, strategy: Strategy = "a
       strategy: "auto", "forward", "reverse" or "loop", as in `hessian`.
       unconnected_gradients: "none" or "zero".
       independent: whether samples are independent (see above).
+      chunk_size: at most this many rows (or columns) in flight at once, to bound memory.
+      compile: in eager mode, run a callable target through a tf.function traced once per
+        callable, options and input shapes, and cached (False: run it eagerly).
+      jit_compile: compile that tf.function with XLA.
 
     Returns:
       The per-sample Hessians in the source's dtype (None if unconnected and "none").
@@ -309,6 +328,9 @@ def jvp(f, primals: Nest, tangents: Nest, *, compile: bool = True, jit_compile: 
       f: a callable `f(primals) -> tensor or nest of tensors`.
       primals: a tensor, a variable, or a list / tuple / dict nest of them.
       tangents: the direction, with the structure, shapes and dtypes of `primals`.
+      compile: in eager mode, run a callable target through a tf.function traced once per
+        callable, options and input shapes, and cached (False: run it eagerly).
+      jit_compile: compile that tf.function with XLA.
 
     Returns:
       `(outputs, output_tangents)`; an output that does not depend on the primals gets a
@@ -350,6 +372,9 @@ def vjp(f, primals: Nest, cotangents: Nest, *, compile: bool = True,
       f: a callable `f(primals) -> tensor or nest of tensors`.
       primals: a tensor, a variable, or a list / tuple / dict nest of them.
       cotangents: with the structure and shapes of the outputs of `f`.
+      compile: in eager mode, run a callable target through a tf.function traced once per
+        callable, options and input shapes, and cached (False: run it eagerly).
+      jit_compile: compile that tf.function with XLA.
 
     Returns:
       `(outputs, gradients)`; a primal the outputs do not depend on gets zeros.
@@ -390,6 +415,9 @@ def hvp(f, primals: Nest, vector: Nest, *, compile: bool = True,
       f: a callable `f(primals) -> scalar`.
       primals: a tensor, a variable, or a list / tuple / dict nest of them.
       vector: with the structure, shapes and dtypes of `primals`.
+      compile: in eager mode, run a callable target through a tf.function traced once per
+        callable, options and input shapes, and cached (False: run it eagerly).
+      jit_compile: compile that tf.function with XLA.
 
     Returns:
       `H·v` in the structure of `primals` (zeros for primals that do not reach the gradient).
