@@ -173,8 +173,7 @@ def compiled(public_function, target, args, options, compile, jit_compile):
 
 def _compile(public_function, target, options, jit_compile):
     call = functools.partial(public_function, target, compile=False, **options)
-    compiled = tf.function(lambda *args: call(*args), autograph=False, jit_compile=jit_compile)
-    return compiled
+    return tf.function(lambda *args: call(*args), autograph=False, jit_compile=jit_compile)
 
 
 def _as_tensor(leaf):

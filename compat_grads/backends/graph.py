@@ -66,6 +66,11 @@ class GraphBackend(Backend):
 
     def cannot_vectorize(self):
         """Why pfor must not be used for these targets (None when it may be)."""
+        return self._unvectorizable
+
+    @functools.cached_property
+    def _unvectorizable(self):
+        # A walk over every ancestor of the targets: once per backend, not once per stack.
         found = _find_op_types(self.targets, _V1_CONTROL_FLOW, self._sources)
         return found and (f"the target uses TF1 control flow (a {found} op from tf.cond or "
                           f"tf.while_loop), which pfor cannot vectorize reliably")

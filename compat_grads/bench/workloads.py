@@ -34,11 +34,12 @@ def _rng(seed=0):
     return np.random.default_rng(seed)
 
 
-def _tape_jacobian(f, x):
+def _tape_jacobian(f, x, method="jacobian"):
+    """The GradientTape recipe: record f(x), then `tape.jacobian` (or `batch_jacobian`)."""
     with tf.GradientTape() as tape:
         tape.watch(x)
         y = f(x)
-    return tape.jacobian(y, x)
+    return getattr(tape, method)(y, x)
 
 
 def _accumulator_jacobian(f, x):
@@ -49,13 +50,6 @@ def _accumulator_jacobian(f, x):
         return acc.jvp(y)
     columns = tf.vectorized_map(column, tf.eye(tf.size(x)))
     return tf.transpose(columns)
-
-
-def _tape_batch_jacobian(f, x):
-    with tf.GradientTape() as tape:
-        tape.watch(x)
-        y = f(x)
-    return tape.batch_jacobian(y, x)
 
 
 def _nested_tapes(f, x):
@@ -161,9 +155,9 @@ def batch_mlp(batch, features, repeats):
     x = tf.constant(_rng(3).standard_normal((batch, features)).astype(np.float32))
     recipes = {
         f"{OURS} batch_jacobian, eager": lambda: cg.batch_jacobian(mlp, x),
-        "eager tape.batch_jacobian": lambda: _tape_batch_jacobian(mlp, x),
+        "eager tape.batch_jacobian": lambda: _tape_jacobian(mlp, x, "batch_jacobian"),
         "tape.batch_jacobian in tf.function": _functioned(
-            lambda x: _tape_batch_jacobian(mlp, x), x),
+            lambda x: _tape_jacobian(mlp, x, "batch_jacobian"), x),
     }
     if jax is not None:
         f_jax = _jax_mlp(weights)
