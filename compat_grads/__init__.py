@@ -8,6 +8,7 @@ from compat_grads.api import (
     hvp,
     jvp,
     per_element_gradients,
+    per_example_gradients,
     stacked_jacobian,
     vjp,
 )
@@ -27,6 +28,7 @@ __all__ = [
     "hvp",
     "jvp",
     "per_element_gradients",
+    "per_example_gradients",
     "stacked_jacobian",
     "vjp",
 ]

@@ -35,9 +35,17 @@ def message(function: str, problem: str, fix: str) -> str:
     return f"compat_grads.{function}: {problem}. {fix}"
 
 
+def _skipped_dirs() -> tuple:
+    """Our package, and TensorFlow's (its AutoGraph wrapper sits between us and the caller)."""
+    tensorflow = sys.modules.get("tensorflow")
+    path = getattr(tensorflow, "__file__", None)
+    ours = _PACKAGE_DIR + os.sep
+    return (ours,) if path is None else (ours, os.path.dirname(path) + os.sep)
+
+
 def warn(text: str, category: type) -> None:
     """`warnings.warn`, attributed to the first caller outside compat_grads."""
     frame, level = sys._getframe(1), 2
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+    while frame is not None and frame.f_code.co_filename.startswith(_skipped_dirs()):
         frame, level = frame.f_back, level + 1
     warnings.warn(text, category, stacklevel=level)

@@ -86,6 +86,23 @@ def batch_jacobian_block(backend, source, how):
                    how.unconnected)
 
 
+def per_example_rows(backend, loss_of_example, count, how):
+    """`[b] + w_k.shape` per source w_k: the gradient of example i's scalar loss
+    `loss_of_example(i)(sources)`, stacked over the `count` examples. Each example runs
+    forward and backward on its own (O(b) work in all, not the O(b²) of b one-hot VJPs
+    through the whole batch), vectorized over examples by pfor."""
+    def row(i):
+        one = backend.sibling(loss_of_example(i))
+        return one.vjp_fn()([tf.ones_like(one.target)])
+
+    flat = backend.sources
+    rows = stack(backend, row, count, flat, how)
+    examples = (tf.TensorShape([count if isinstance(count, int) else None]),
+                tf.reshape(count, [1]))
+    return [_finish(r, [examples, _shapes(w)], st.dtype_of(w), how.unconnected)
+            for r, w in zip(rows, flat)]
+
+
 def per_element(backend, flat, how):
     """One target-shaped J_k·1 per source: one forward-mode product each."""
     push = backend.jvp_fn()

@@ -53,7 +53,9 @@ def stack(backend, fn, count, like, how: st.How, reusable: bool = True):
             backend.function, f"TensorFlow could not compute this derivative, neither "
             f"vectorized ({reason}) nor in a while_loop ({type(err).__name__}: "
             f"{last_line(err)})", "Try another strategy: 'reverse' works wherever "
-            "tf.gradients does.")) from err
+            "tf.gradients does. In a TF1 graph, a target computed by a tf.while_loop (a "
+            "Keras RNN layer: pass unroll=True) cannot be differentiated inside another "
+            "loop.")) from err
 
 
 class _PforLog(logging.Filter):

@@ -12,6 +12,7 @@ from collections.abc import Callable
 import numpy as np
 
 from compat_grads._errors import ModeError, describe, message
+from compat_grads._models import unwrap_variable
 from compat_grads._tf import tf
 
 FLOAT_DTYPES = (tf.float16, tf.bfloat16, tf.float32, tf.float64)
@@ -115,6 +116,7 @@ def flatten_sources(function, sources, convert=False) -> list:
 
 
 def _check_source(function, leaf, path, convert):
+    leaf = unwrap_variable(leaf)
     if convert and isinstance(leaf, (np.ndarray, np.generic, float)):
         leaf = tf.convert_to_tensor(leaf)
     if not (tf.is_tensor(leaf) or isinstance(leaf, tf.Variable)):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from compat_grads import _jacobians, dispatch
+from compat_grads import _jacobians, _models, dispatch
 from compat_grads import _structure as st
 from compat_grads._errors import describe, message
 from compat_grads._tf import tf
@@ -191,6 +191,115 @@ def _single_source(name, problem):
             f"{type(problem.structure).__name__} of {len(problem.flat)}",
             "Call it once per source, or use stacked_jacobian for a nest of sources."))
     return problem.flat
+
+
+@_library_code
+def per_example_gradients(loss_fn, model, x, y, *, weights: Nest = None,
+                          independent: bool = True, strategy: Strategy = "auto",
+                          unconnected_gradients: Unconnected = "none",
+                          chunk_size: int | None = None, compile: bool = True,
+                          jit_compile: bool = False) -> Nest:
+    """Per-example gradients of a loss with respect to a model's weights.
+
+    Shape: `G[k].shape == [b] + w_k.shape`, `G[k][s] = d loss_s / d w_k`, where
+    `loss_s = sum(loss_fn(y[s:s+1], model(x[s:s+1])))` is example s's loss. With
+    `independent=True` (the default) each example runs forward and backward on its own,
+    vectorized over the batch: about the cost of one batched gradient, not of b gradients.
+    That is exact when examples do not interact; BatchNorm in training mode (or anything
+    else that mixes the batch) needs `independent=False`: the rows of the Jacobian of the
+    batch's per-example losses, exact for coupled examples, at b backward passes through
+    the whole batch.
+
+    Args:
+      loss_fn: `loss_fn(y_true, y_pred) -> per-example losses`, shape `[b]` or `[b, ...]`
+        (summed per example): a Keras loss function, or a `tf.keras.losses.Loss` with
+        `reduction="none"`.
+      model: a `tf_keras` model or layer (Keras 3 too, outside TF1 graphs), or any
+        callable `model(x) -> y_pred`. Call it in training mode with
+        `lambda x: model(x, training=True)` (Dropout then draws a mask per example).
+      x: the batch of inputs (a tensor or a nest of tensors, batch axis first).
+      y: the batch of labels (a tensor or a nest, batch axis first), passed to `loss_fn`.
+      weights: the variables (a list, tuple or dict nest); default
+        `model.trainable_weights`.
+      independent: whether examples are independent (see above).
+      strategy: "auto" or "reverse" (vectorized with pfor) or "loop" (a `while_loop` over
+        examples, the lowest memory).
+      unconnected_gradients: "none" (None for a weight the loss does not use) or "zero".
+      chunk_size: at most this many examples in flight at once, to bound memory.
+      compile: in eager mode, trace once per model, options and input shapes and cache the
+        tf.function (False: run it eagerly under tapes).
+      jit_compile: compile that tf.function with XLA.
+
+    Returns:
+      The per-example gradients in the structure of `weights`, each in its weight's dtype.
+
+    Raises:
+      TypeError: for a model or loss that is not callable, weights=None without Keras
+        trainable weights, or non-float weights.
+      ValueError: for a loss that is not one per example, or strategy="forward".
+      compat_grads.ModeError: for a Keras 3 model in a TF1 graph.
+
+    Example (per-example clipping, as in DP-SGD):
+      >>> import compat_grads as cg
+      >>> tf.keras.utils.set_random_seed(0)
+      >>> model = tf.keras.Sequential([tf.keras.layers.Dense(1, input_shape=(3,))])
+      >>> x, y = tf.ones([8, 3]), tf.zeros([8, 1])
+      >>> grads = cg.per_example_gradients(tf.keras.losses.mean_squared_error, model, x, y)
+      >>> [g.shape.as_list() for g in grads]  # kernel (3, 1) and bias (1,), per example
+      [[8, 3, 1], [8, 1]]
+      >>> norms = tf.sqrt(sum(tf.reduce_sum(tf.reshape(g, [8, -1]) ** 2, 1) for g in grads))
+      >>> scale = tf.minimum(1.0, 1.0 / norms)  # clip each example to norm 1, then average
+      >>> update = [tf.reduce_mean(g * tf.reshape(scale, [8] + [1] * (g.shape.rank - 1)), 0)
+      ...           for g in grads]
+      >>> [u.shape.as_list() for u in update]
+      [[3, 1], [1]]
+
+    Migrating from TF1:
+      Before: a Python loop of `tf.gradients(loss[i], weights)` over the batch (b gradient
+      graphs, a fixed batch size), or `tf.map_fn` over examples. After:
+      `cg.per_example_gradients(loss_fn, model, x, y)`, one graph, any batch size.
+    """
+    name = "per_example_gradients"
+    weights = _models.default_weights(name, model, weights)
+    x, y = _models.as_tensors(name, "x", x), _models.as_tensors(name, "y", y)
+    options = {"loss_fn": loss_fn, "independent": independent, "strategy": strategy,
+               "unconnected_gradients": unconnected_gradients, "chunk_size": chunk_size}
+    if run := dispatch.compiled(_per_example_gradients, model, (weights, x, y), options,
+                                compile, jit_compile):
+        return run()
+    return _per_example_gradients(model, weights, x, y, **options)
+
+
+def _per_example_gradients(model, weights, x, y, *, loss_fn, independent, strategy,
+                           unconnected_gradients, chunk_size, compile=False):
+    name = "per_example_gradients"
+    _models.check_callables(name, loss_fn, model)
+    dispatch.check_model_mode(name, model)
+    how = st.check_options(name, strategy, unconnected_gradients, chunk_size)
+    if how.strategy == "forward":
+        raise ValueError(message(
+            name, "strategy must be 'auto', 'reverse' or 'loop', but got 'forward' (each "
+            "example has one scalar loss: reverse mode is always cheaper)",
+            "Drop strategy=, or pass strategy='loop' for the lowest memory."))
+    count = _models.batch_size(name, x)
+    static = count if isinstance(count, int) else None
+
+    def losses(xs, ys, batch):
+        return _models.per_example_losses(name, loss_fn, model, xs, ys, batch)
+
+    if not independent:
+        problem = st.make_problem(name, lambda ws: losses(x, y, static), weights)
+        backend = dispatch.backend_for(problem)
+        (blocks,) = _jacobians.jacobian_blocks(backend, problem.flat, how.using(
+            "reverse" if how.strategy == "auto" else how.strategy))
+        return problem.pack(blocks)
+
+    def loss_of_example(i):
+        return lambda ws: tf.reduce_sum(losses(_models.example(x, i), _models.example(y, i), 1))
+
+    problem = st.make_problem(name, loss_of_example(0), weights)
+    backend = dispatch.backend_for(problem)
+    return problem.pack(_jacobians.per_example_rows(backend, loss_of_example, count, how))
 
 
 @_library_code

@@ -18,7 +18,8 @@ import weakref
 
 import numpy as np
 
-from compat_grads._errors import ModeError, message
+from compat_grads._errors import ModeError, message, warn
+from compat_grads._models import is_keras3
 from compat_grads._structure import Problem, eager_tensor_error
 from compat_grads._tf import tf
 from compat_grads._types import Mode
@@ -60,6 +61,7 @@ def backend_for(problem: Problem, order: int = 1):
     """
     if order > 1:
         _check_second_order(problem)
+    check_model_mode(problem.function, problem.fn)
     if problem.tape is not None:
         return TapeBackend(problem)
     if execution_mode() == EAGER:
@@ -67,6 +69,17 @@ def backend_for(problem: Problem, order: int = 1):
             raise eager_tensor_error(problem.function)
         return TapeBackend(problem)
     return GraphBackend(problem)
+
+
+def check_model_mode(function: str, model) -> None:
+    """Keras 3 has no graph mode: refuse a Keras 3 model in a TF1 graph or v1 Graph."""
+    if model is not None and is_keras3(model) and execution_mode() == GRAPH:
+        raise ModeError(message(
+            function, f"{type(model).__name__} is a Keras 3 object, and Keras 3 cannot run "
+            "in a TF1 graph or a tf.Graph().as_default() block (it has no graph mode)",
+            "In TF1 graph code use tf_keras (pip install tf-keras, and set "
+            "TF_USE_LEGACY_KERAS=1 before importing TensorFlow so tf.keras is tf_keras); "
+            "Keras 3 models work in eager code and in tf.function."))
 
 
 def _check_second_order(problem: Problem):
@@ -101,6 +114,8 @@ def as_graph(build):
 
 CACHE_SIZE = 64
 """How many compiled (callable, function, options) entries the eager cache keeps."""
+RETRACE_WARNING_AFTER = 8
+"""New callables from one code location before compat_grads warns about recompiling."""
 
 
 class _CompiledCache:
@@ -113,6 +128,7 @@ class _CompiledCache:
     def __init__(self, size):
         self.size = size
         self._entries = collections.OrderedDict()
+        self._fresh = collections.Counter()
         self._lock = threading.Lock()
 
     def get(self, target, key, build):
@@ -125,14 +141,31 @@ class _CompiledCache:
                 self._entries.move_to_end(full_key)
                 return entry[1]
             compiled = build()
+            self._note_new_callable(owner, key[0])
             self._entries[full_key] = (_reference(owner), compiled)
             while len(self._entries) > self.size:
                 self._entries.popitem(last=False)
             return compiled
 
+    def _note_new_callable(self, owner, function):
+        """Warns once per code location that makes a new callable on every call (a lambda in
+        a loop): each one is traced anew, which is slow; TensorFlow's own retracing warning
+        would name our wrapper instead of the caller's code."""
+        code = getattr(owner, "__code__", None)
+        if code is None:
+            return
+        self._fresh[code] += 1
+        if self._fresh[code] == RETRACE_WARNING_AFTER:
+            warn(message(
+                function.lstrip("_"), f"the callable target {code.co_name} (defined at "
+                f"{code.co_filename}:{code.co_firstlineno}) is a new object on each call, so "
+                f"it was compiled {RETRACE_WARNING_AFTER} times",
+                "Define it once outside the loop (or pass compile=False)."), RuntimeWarning)
+
     def clear(self):
         with self._lock:
             self._entries.clear()
+            self._fresh.clear()
 
     def __len__(self):
         return len(self._entries)
@@ -163,17 +196,22 @@ def compiled(public_function, target, args, options, compile, jit_compile):
             execution_mode() != EAGER):
         return None
     sources, *rest = args
-    sources = tf.nest.map_structure(_as_tensor, sources)
-    if not all(isinstance(leaf, (tf.Tensor, tf.Variable)) for leaf in tf.nest.flatten(rest)):
+    if not isinstance(sources, (tf.Tensor, tf.Variable)):  # the common case skips the nest
+        sources = tf.nest.map_structure(_as_tensor, sources)
+    if rest and not all(isinstance(leaf, (tf.Tensor, tf.Variable))
+                        for leaf in tf.nest.flatten(rest)):
         return None
-    key = (public_function.__name__, tuple(sorted(options.items())), jit_compile)
+    # Each public function builds `options` in one fixed order: no sorting needed.
+    key = (public_function.__name__, tuple(options.items()), jit_compile)
     run = CACHE.get(target, key, lambda: _compile(public_function, target, options, jit_compile))
     return lambda: run(sources, *rest)
 
 
 def _compile(public_function, target, options, jit_compile):
     call = functools.partial(public_function, target, compile=False, **options)
-    return tf.function(lambda *args: call(*args), autograph=False, jit_compile=jit_compile)
+    compiled = tf.function(lambda *args: call(*args), autograph=False, jit_compile=jit_compile)
+    compiled._omit_frequent_tracing_warning = True  # ours names the caller's code instead
+    return compiled
 
 
 def _as_tensor(leaf):

@@ -39,6 +39,14 @@ class Backend:
         (target,) = self.targets
         return target
 
+    @property
+    def sources(self) -> list:
+        return self._problem.flat
+
+    def sibling(self, fn):
+        """A backend of the same kind, for the same sources and another callable target."""
+        return type(self)(dataclasses.replace(self._problem, fn=fn, target=None, tape=None))
+
     def _derived(self, **changes) -> Problem:
         return dataclasses.replace(self._problem, **{"nested_target": True, "tape": None,
                                                      **changes})

@@ -1,0 +1,417 @@
+"""Keras model cases: small `tf_keras` models of each layer kind, run on every route and
+checked against an oracle that never calls compat_grads.
+
+The oracle of per-example gradients is a plain Python loop over examples, each gradient
+taken on its own (`GradientTape.gradient`; for coupled examples, the gradient of example s's
+loss in the full batch), on a float64 copy of the model. The oracle of input Jacobians is
+float64 central differences of that copy. Both run in the current process: eagerly in TF2,
+in a Session in TF1 (GradientTape records graphs too).
+
+TF1 results come from `python -m compat_grads.testing.models OUT` (v2 behaviour disabled).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import pickle
+import sys
+import warnings
+import zlib
+from collections.abc import Callable
+
+import numpy as np
+
+from compat_grads._tf import tf
+from compat_grads.testing.tolerances import scaled_error
+
+BATCH = 4
+ROUTES = ("tf1", "v1graph", "function", "eager", "eager.uncompiled")
+TF2_ROUTES = ROUTES[1:]
+TOLERANCE = {"float32": 2e-4, "float64": 1e-9}
+FUNCTIONS = ("per_example_gradients", "weights_jacobian", "batch_jacobian")
+
+
+def keras():
+    """`tf_keras` (Keras 2), the Keras that runs in TF1 graphs."""
+    import tf_keras
+
+    return tf_keras
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelCase:
+    """One small model. `layers(init)` builds its layers, taking every weight from `init`
+    (deterministic, the same in every process and mode)."""
+
+    name: str
+    layers: Callable
+    input_shape: tuple
+    classes: int = 3
+    vocabulary: int | None = None  # integer inputs (token ids) when set
+    training: bool = False
+    coupled: bool = False  # examples interact (BatchNorm in training mode)
+    falls_back: tuple = ()  # "function@route" globs where pfor may fall back (with a warning)
+    fails: tuple = ()  # "function@route" globs that must raise compat_grads.DerivativeError
+    strategies: tuple = ({},)
+
+    def __str__(self):
+        return self.name
+
+
+def _initializer(case_name):
+    """Keras initializers that draw from a generator seeded by the case and weight shape."""
+    counter = [0]
+
+    def make(scale=0.5):
+        counter[0] += 1
+        seed = zlib.crc32(f"{case_name}/{counter[0]}".encode())
+
+        def init(shape, dtype=None, **_):
+            values = np.random.default_rng(seed).uniform(-scale, scale, shape)
+            return tf.constant(values, dtype or tf.float32)
+        return init
+    return make
+
+
+def _positive(shape, dtype=None, **_):
+    return tf.constant(np.linspace(0.5, 1.5, int(np.prod(shape))).reshape(shape),
+                       dtype or tf.float32)
+
+
+def _dense(init, dtype, units, **kw):
+    return keras().layers.Dense(units, kernel_initializer=init(), bias_initializer=init(),
+                                dtype=dtype, **kw)
+
+
+def _mlp(init, dtype):
+    return [_dense(init, dtype, 6, activation="tanh"), _dense(init, dtype, 3)]
+
+
+def _cnn(init, dtype):
+    layers = keras().layers
+    return [layers.Conv2D(2, 3, activation="tanh", kernel_initializer=init(),
+                          bias_initializer=init(), dtype=dtype),
+            layers.Flatten(dtype=dtype), _dense(init, dtype, 3)]
+
+
+def _embedding(init, dtype):
+    layers = keras().layers
+    return [layers.Embedding(7, 4, input_length=3, embeddings_initializer=init(), dtype=dtype),
+            layers.Flatten(dtype=dtype), _dense(init, dtype, 3)]
+
+
+def _batch_norm(init, dtype):
+    layers = keras().layers
+    norm = layers.BatchNormalization(beta_initializer=init(), gamma_initializer=_positive,
+                                     moving_mean_initializer=init(),
+                                     moving_variance_initializer=_positive, dtype=dtype)
+    return [_dense(init, dtype, 6), norm, layers.Activation("tanh", dtype=dtype),
+            _dense(init, dtype, 3)]
+
+
+def _recurrent(kind):
+    def layers(init, dtype):
+        cell = getattr(keras().layers, kind)(3, kernel_initializer=init(),
+                                             recurrent_initializer=init(),
+                                             bias_initializer=init(), dtype=dtype)
+        return [cell, _dense(init, dtype, 3)]
+    return layers
+
+
+def _dropout(init, dtype):
+    return [_dense(init, dtype, 6, activation="tanh"),
+            keras().layers.Dropout(0.5, dtype=dtype), _dense(init, dtype, 3)]
+
+
+# pfor cannot vectorize the gradient of a while_v2 loop per example (TensorList ops), and
+# in TF1 graphs tf_keras's RNN loop is a v1 while_loop, which pfor must not see at all.
+RNN_FALLBACKS = ("per_example_gradients@*", "*@tf1")
+# ... and tf.gradients cannot differentiate a v1 while_loop built outside the loop that
+# stacks the rows: a TF1 limitation, reported with DerivativeError.
+RNN_TF1_FAILURES = ("weights_jacobian@tf1", "batch_jacobian@tf1")
+
+CASES = (
+    ModelCase("mlp", _mlp, (5,), strategies=({}, {"strategy": "loop"}, {"chunk_size": 3})),
+    ModelCase("cnn", _cnn, (5, 5, 1), strategies=({}, {"chunk_size": 3})),
+    ModelCase("embedding", _embedding, (3,), vocabulary=7),
+    ModelCase("batchnorm_inference", _batch_norm, (5,)),
+    ModelCase("batchnorm_training", _batch_norm, (5,), training=True, coupled=True),
+    ModelCase("lstm", _recurrent("LSTM"), (4, 2), falls_back=RNN_FALLBACKS,
+              fails=RNN_TF1_FAILURES),
+    ModelCase("gru", _recurrent("GRU"), (4, 2), falls_back=RNN_FALLBACKS,
+              fails=RNN_TF1_FAILURES),
+    ModelCase("dropout_inference", _dropout, (5,)),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelItem:
+    case: ModelCase
+    function: str
+    options: tuple = ()
+
+    @property
+    def id(self) -> str:
+        extra = "-".join(f"{k}{v}" for k, v in self.options)
+        return "-".join(p for p in (self.case.name, self.function, extra) if p)
+
+    def __str__(self):
+        return self.id
+
+
+def items() -> list:
+    out = []
+    for case in CASES:
+        for options in case.strategies:
+            out.append(ModelItem(case, "per_example_gradients", tuple(sorted(options.items()))))
+        out.append(ModelItem(case, "weights_jacobian"))
+        if case.vocabulary is None:
+            out.append(ModelItem(case, "batch_jacobian"))
+    return out
+
+
+def inputs(case: ModelCase):
+    """(x, y) as numpy: a batch of BATCH examples and their integer labels."""
+    rng = np.random.default_rng(zlib.crc32(case.name.encode()))
+    if case.vocabulary is None:
+        x = rng.uniform(-1.0, 1.0, (BATCH, *case.input_shape))
+    else:  # repeated ids inside an example: their gradient rows must add up
+        x = rng.integers(0, case.vocabulary, (BATCH, *case.input_shape))
+        x[:, 1] = x[:, 0]
+    return x, rng.integers(0, case.classes, BATCH)
+
+
+def build_model(case: ModelCase, dtype=tf.float32):
+    """The case's model, built (weights created) for inputs of the case's shape."""
+    # The Input's dtype keeps Keras from casting float64 inputs to float32 on the way in.
+    first = keras().Input(case.input_shape, dtype=_input_dtype(case, dtype))
+    return keras().Sequential([first, *case.layers(_initializer(case.name), dtype.name)])
+
+
+def call(case, model):
+    """The model as the function compat_grads differentiates (training mode if the case
+    asks for it)."""
+    return lambda x: model(x, training=case.training)
+
+
+def loss_fn(y_true, logits):
+    return keras().losses.sparse_categorical_crossentropy(y_true, logits, from_logits=True)
+
+
+def _per_example_losses(case, model, x, y):
+    return loss_fn(y, call(case, model)(x))
+
+
+def invoke(item: ModelItem, model, x, y, compile=True):
+    """The compat_grads call of `item`; returns a flat list of tensors (None kept)."""
+    import compat_grads as cg
+
+    case, options = item.case, dict(item.options)
+    if item.function == "per_example_gradients":
+        return cg.per_example_gradients(loss_fn, call(case, model), x, y,
+                                        weights=model.trainable_weights,
+                                        independent=not case.coupled, compile=compile,
+                                        **options)
+    if item.function == "weights_jacobian":
+        return cg.stacked_jacobian(lambda ws: _per_example_losses(case, model, x, y),
+                                   model.trainable_weights, compile=compile, **options)
+    return [cg.batch_jacobian(call(case, model), x, independent=not case.coupled,
+                              compile=compile, **options)]
+
+
+def _input_dtype(case, dtype):
+    return tf.int32 if case.vocabulary is not None else dtype
+
+
+@dataclasses.dataclass
+class Outcome:
+    values: list | None = None
+    error: str | None = None
+    warnings: list = dataclasses.field(default_factory=list)
+
+
+def run(item: ModelItem, route: str) -> Outcome:
+    """Runs `item` on `route` in this process (exceptions and our warnings recorded)."""
+    runner = {"tf1": _run_graph, "v1graph": _run_graph, "function": _run_function,
+              "eager": _run_eager, "eager.uncompiled": _run_uncompiled}[route]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            outcome = Outcome(values=runner(item))
+        except Exception as err:  # noqa: BLE001 - a failing route is a result to report
+            outcome = Outcome(error=f"{type(err).__name__}: {err}")
+    outcome.warnings = [str(w.message) for w in caught
+                        if w.category.__module__.startswith("compat_grads")]
+    return outcome
+
+
+def _in_session(build, feeds=None):
+    """Runs `build() -> (flat fetches, {placeholder: value})` in a new graph and Session,
+    after initializing variables; None fetches stay None."""
+    graph = tf.Graph()
+    with graph.as_default():
+        fetches, feeds = build()
+        with tf.compat.v1.Session(graph=graph) as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            values = iter(session.run([t for t in fetches if t is not None], feeds))
+            return [None if t is None else next(values) for t in fetches]
+
+
+def _run_graph(item):
+    case = item.case
+    x, y = inputs(case)
+
+    def build():
+        model = build_model(case)
+        xs = tf.compat.v1.placeholder(_input_dtype(case, tf.float32), [None, *x.shape[1:]])
+        ys = tf.compat.v1.placeholder(tf.int64, [None])
+        return tf.nest.flatten(invoke(item, model, xs, ys)), {xs: x, ys: y}
+    return _in_session(build)
+
+
+def _run_function(item):
+    case = item.case
+    x, y = inputs(case)
+    model = build_model(case)
+    spec = tf.TensorSpec([None, *x.shape[1:]], _input_dtype(case, tf.float32))
+    compute = tf.function(lambda xs, ys: tf.nest.flatten(invoke(item, model, xs, ys)),
+                          input_signature=[spec, tf.TensorSpec([None], tf.int64)],
+                          autograph=False)
+    return _numpy(compute(tf.constant(x, spec.dtype), tf.constant(y)))
+
+
+def _run_eager(item, compile=True):
+    case = item.case
+    x, y = inputs(case)
+    model = build_model(case)
+    xs = tf.constant(x, _input_dtype(case, tf.float32))
+    return _numpy(tf.nest.flatten(invoke(item, model, xs, tf.constant(y), compile=compile)))
+
+
+def _run_uncompiled(item):
+    return _run_eager(item, compile=False)
+
+
+def _numpy(flat):
+    return [None if t is None else t.numpy() for t in tf.nest.flatten(flat)]
+
+
+def oracle(item: ModelItem) -> list:
+    """The item's expected values in float64, without compat_grads (see the module doc)."""
+    case = item.case
+    x, y = inputs(case)
+    if item.function == "batch_jacobian":
+        return [_central_differences(case, x)]
+
+    def build():
+        model = build_model(case, tf.float64)
+        xs = tf.constant(x, _input_dtype(case, tf.float64))
+        return _loop_of_gradients(case, model, xs, tf.constant(y)), None
+    if tf.executing_eagerly():
+        return _numpy(build()[0])
+    return _in_session(build)
+
+
+def _loop_of_gradients(case, model, x, y):
+    """Per-example gradients one example at a time: `[b] + w.shape` per weight."""
+    rows = []
+    for s in range(BATCH):
+        with tf.GradientTape() as tape:
+            if case.coupled:  # example s's loss inside the whole batch
+                loss = _per_example_losses(case, model, x, y)[s]
+            else:
+                loss = tf.reduce_sum(_per_example_losses(case, model, x[s:s + 1], y[s:s + 1]))
+        # GradientTape cannot differentiate TF1's v1 while_loop (RNNs): tf.gradients there.
+        gradients = (tape.gradient(loss, model.trainable_weights) if tf.executing_eagerly()
+                     else tf.compat.v1.gradients(loss, model.trainable_weights))
+        rows.append([tf.convert_to_tensor(g) for g in gradients])
+    return [tf.stack(column) for column in zip(*rows)]
+
+
+def _central_differences(case, x, step=1e-6):
+    """d logits[s] / d x[s] per example, shape `[b] + logits.shape[1:] + x.shape[1:]`."""
+    evaluate = _evaluator(case)
+    flat = x.reshape(BATCH, -1)
+    columns = []
+    for j in range(flat.shape[1]):
+        shift = np.zeros_like(flat)
+        shift[:, j] = step
+        if case.coupled:  # move one example at a time: the others see the batch change
+            columns.append(np.stack([_coupled_difference(evaluate, flat, x.shape, s, j, step)
+                                     for s in range(BATCH)]))
+            continue
+        plus, minus = (evaluate((flat + d).reshape(x.shape)) for d in (shift, -shift))
+        columns.append((plus - minus) / (2 * step))
+    return np.stack(columns, axis=-1).reshape(*columns[0].shape, *x.shape[1:])
+
+
+def _coupled_difference(evaluate, flat, shape, s, j, step):
+    shift = np.zeros_like(flat)
+    shift[s, j] = step
+    plus, minus = (evaluate((flat + d).reshape(shape)) for d in (shift, -shift))
+    return (plus[s] - minus[s]) / (2 * step)
+
+
+def _evaluator(case):
+    """`x -> logits` of the float64 model, as numpy."""
+    if tf.executing_eagerly():
+        model = build_model(case, tf.float64)
+        return lambda x: call(case, model)(tf.constant(x)).numpy()
+    graph = tf.Graph()
+    with graph.as_default():
+        model = build_model(case, tf.float64)
+        xs = tf.compat.v1.placeholder(tf.float64, [None, *case.input_shape])
+        out = call(case, model)(xs)
+        session = tf.compat.v1.Session(graph=graph)
+        session.run(tf.compat.v1.global_variables_initializer())
+    return lambda x: session.run(out, {xs: x})
+
+
+def problems(item: ModelItem, route: str, outcome: Outcome, expected: list) -> list:
+    """What is wrong with `outcome` (empty when it matches `expected` within tolerance)."""
+    if _matches(item, route, item.case.fails):
+        if outcome.error is None or not outcome.error.startswith("DerivativeError: "
+                                                                 "compat_grads."):
+            return [f"{item.id} on {route} must raise DerivativeError, got {outcome.error}"]
+        return []
+    if outcome.error is not None:
+        return [f"{item.id} on {route} failed: {outcome.error}"]
+    found = []
+    if outcome.warnings and not _matches(item, route, item.case.falls_back):
+        found.append(f"{item.id} on {route} warned: {outcome.warnings}")
+    if len(outcome.values) != len(expected):
+        return [*found, f"{item.id} on {route}: {len(outcome.values)} blocks, expected "
+                        f"{len(expected)}"]
+    for k, (value, want) in enumerate(zip(outcome.values, expected)):
+        if value is None or np.shape(value) != np.shape(want):
+            found.append(f"{item.id} on {route}: block {k} has shape {np.shape(value)}, "
+                         f"expected {np.shape(want)}")
+        elif (error := scaled_error(value, want)) > TOLERANCE["float32"]:
+            found.append(f"{item.id} on {route}: block {k} is off by {error:.3g} (scaled)")
+    return found
+
+
+def _matches(item, route, patterns) -> bool:
+    return any(fnmatch.fnmatch(f"{item.function}@{route}", p) for p in patterns)
+
+
+def main(argv=None) -> int:
+    """`python -m compat_grads.testing.models OUT`: every item on the TF1 route, with v2
+    behaviour disabled, pickled to OUT as {item id: Outcome}."""
+    argv = sys.argv[1:] if argv is None else argv
+    tf.compat.v1.disable_v2_behavior()
+    from compat_grads.testing import tolerances
+
+    tolerances.pin_runtime_for_bitwise()
+    results = {item.id: run(item, "tf1") for item in items()}
+    with open(argv[0], "wb") as handle:
+        pickle.dump(results, handle)
+    return 0
+
+
+if __name__ == "__main__":
+    # Run the imported module's main, so pickles name compat_grads.testing.models.Outcome.
+    from compat_grads.testing import models as _this
+
+    sys.exit(_this.main())
