@@ -1,6 +1,7 @@
 """`compat-grads check`: run the shared matrix on this machine's TensorFlow and compare the
 TF1 graph route (in a spawned process) with the TF2 routes (eager, tf.function, v1 Graph).
-`compat-grads bench`: the benchmark suite (compat_grads.bench)."""
+`compat-grads bench`: the benchmark suite (compat_grads.bench).
+`compat-grads scan`: find legacy TF1 gradient idioms and rewrite them (compat_grads.migrate)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,10 @@ def _parser():
 
     suite.add_arguments(commands.add_parser(
         "bench", help="time compat_grads against the recipes users write (ratios)"))
+    from compat_grads import migrate
+
+    migrate.add_arguments(commands.add_parser(
+        "scan", help="find legacy TF1 gradient idioms; --diff / --fix rewrite them"))
     return parser
 
 
@@ -38,6 +43,10 @@ def main(argv=None) -> int:
         from compat_grads.bench import suite
 
         return suite.bench(args)
+    if args.command == "scan":
+        from compat_grads import migrate
+
+        return migrate.run(args)
     return check(args.pattern, args.json, args.strict_bitwise, args.tf_log)
 
 

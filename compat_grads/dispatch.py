@@ -19,7 +19,7 @@ import weakref
 import numpy as np
 
 from compat_grads._errors import ModeError, message, warn
-from compat_grads._models import is_keras3
+from compat_grads._models import is_keras3, unwrap_variable
 from compat_grads._structure import Problem, eager_tensor_error
 from compat_grads._tf import tf
 from compat_grads._types import Mode
@@ -215,7 +215,10 @@ def _compile(public_function, target, options, jit_compile):
 
 
 def _as_tensor(leaf):
-    """numpy and Python floats become tensors (tf.function would retrace per Python value)."""
+    """numpy and Python floats become tensors (tf.function would retrace per Python value);
+    a Keras 3 variable becomes its tf.Variable (passed in as is, it would arrive as a copy
+    of its value, which nothing depends on)."""
+    leaf = unwrap_variable(leaf)
     if isinstance(leaf, (np.ndarray, np.generic, float)):
         return tf.convert_to_tensor(leaf)
     return leaf

@@ -10,7 +10,7 @@ from compat_grads.bench import suite
 def test_quick_suite_runs_and_reports(tmp_path):
     report = suite.run(quick=True, out_dir=str(tmp_path), plot=False, log=lambda _: None)
     workloads = {m["workload"] for m in report["measures"]}
-    assert len(workloads) == 6
+    assert len(workloads) == 8
     for workload in workloads:
         rows = [m for m in report["measures"] if m["workload"] == workload]
         assert sum(m["ours"] for m in rows) >= 1 and len(rows) >= 3
@@ -21,6 +21,8 @@ def test_quick_suite_runs_and_reports(tmp_path):
         ("forward", False), ("forward", True), ("reverse", True)}
     assert {t["target"] for t in report["targets"]} >= {
         "per_element_gradients eager vs eager jacobian-then-sum (J·1)",
+        "per_example_gradients eager vs eager loop over examples (per-example gradients, "
+        "MLP (b=4))",
         "TF1 build time flat: build(largest m) / build(smallest m)"}
     with open(os.path.join(tmp_path, "bench.json")) as handle:
         assert json.load(handle)["quick"] is True

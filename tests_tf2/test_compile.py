@@ -124,3 +124,15 @@ def test_errors_are_the_same_through_the_compiled_path():
         cg.stacked_jacobian(lambda x: tf.cast(x, tf.float32), tf.constant([1, 2]))
     with pytest.raises(ValueError, match=r"chunk_size must be a positive integer"):
         cg.stacked_jacobian(lambda x: x, X, chunk_size=0)
+
+
+def test_a_new_lambda_on_every_call_warns_once_naming_the_callers_code():
+    cg.clear_cache()
+    x = tf.ones([3])
+    with pytest.warns(RuntimeWarning) as caught:
+        for _ in range(dispatch.RETRACE_WARNING_AFTER + 3):
+            cg.stacked_jacobian(lambda v: v * 2.0, x)
+    ours = [w for w in caught if "is a new object on each call" in str(w.message)]
+    assert len(ours) == 1
+    assert ours[0].filename == __file__  # attributed to this loop, not to TensorFlow
+    assert "Define it once outside the loop" in str(ours[0].message)

@@ -219,3 +219,52 @@ def per_sample_hessian(batch, features, repeats):
         recipes["jax.jit(vmap(hessian))"] = lambda: hessians(xj).block_until_ready()
     return _time(f"per-sample Hessian (b={batch}, d={features})", recipes,
                  recipes[f"{OURS} batch_hessian, eager"], repeats)
+
+
+def _keras_model(kind, seed=0):
+    import tf_keras as keras
+
+    keras.utils.set_random_seed(seed)
+    layers = keras.layers
+    if kind == "MLP":
+        return keras.Sequential([keras.Input((32,)), layers.Dense(64, activation="tanh"),
+                                 layers.Dense(10)]), (32,)
+    return keras.Sequential([keras.Input((12, 12, 1)), layers.Conv2D(8, 3, activation="relu"),
+                             layers.Flatten(), layers.Dense(10)]), (12, 12, 1)
+
+
+def per_example(kind, batch, repeats):
+    """Per-example loss gradients of a tf_keras model: ours against a Python loop of
+    GradientTape.gradient over examples and TensorFlow's vectorized_map recipe."""
+    import tf_keras as keras
+
+    model, shape = _keras_model(kind)
+    x = tf.constant(_rng(5).standard_normal((batch, *shape)).astype(np.float32))
+    y = tf.constant(_rng(6).integers(0, 10, batch))
+    loss = keras.losses.sparse_categorical_crossentropy
+
+    def one(xs, ys):
+        with tf.GradientTape() as tape:
+            value = tf.reduce_sum(loss(ys[None], model(xs[None]), from_logits=True))
+        return tape.gradient(value, model.trainable_weights)
+
+    def loop():
+        rows = [one(x[s], y[s]) for s in range(batch)]
+        return tf.concat([tf.reshape(tf.stack(c), [batch, -1]) for c in zip(*rows)], 1)
+
+    def flat(grads):
+        return tf.concat([tf.reshape(g, [batch, -1]) for g in grads], 1)
+
+    logits_loss = lambda t, p: loss(t, p, from_logits=True)  # noqa: E731
+    in_function = tf.function(lambda x, y: flat(cg.per_example_gradients(
+        logits_loss, model, x, y)))
+    vectorized = tf.function(lambda x, y: flat(tf.vectorized_map(lambda a: one(*a), (x, y))))
+    recipes = {
+        f"{OURS} per_example_gradients, eager": lambda: flat(
+            cg.per_example_gradients(logits_loss, model, x, y)),
+        f"{OURS} per_example_gradients in tf.function": lambda: in_function(x, y),
+        "eager loop of GradientTape.gradient over examples": loop,
+        "vectorized_map(GradientTape) in tf.function": lambda: vectorized(x, y),
+    }
+    return _time(f"per-example gradients, {kind} (b={batch})", recipes,
+                 recipes[f"{OURS} per_example_gradients, eager"], repeats)

@@ -1,0 +1,8 @@
+"""`compat-grads scan`: finds legacy TF1 gradient idioms with `ast` and rewrites those whose
+meaning is provably kept with LibCST (imported only for `--diff` / `--fix`)."""
+
+from compat_grads.migrate.codes import CODES
+from compat_grads.migrate.command import add_arguments, fix_text, run, scan_text
+from compat_grads.migrate.sources import ScanError
+
+__all__ = ["CODES", "ScanError", "add_arguments", "fix_text", "run", "scan_text"]

@@ -1,0 +1,477 @@
+"""Finds the legacy gradient idioms in one parsed module, with `ast` only (no LibCST here:
+scanning must stay fast), and attaches an exact rewrite where one is provable."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import functools
+
+from compat_grads.migrate import patterns as pt
+from compat_grads.migrate.names import Names
+
+_PRIVATE = ("tensorflow.python.ops.parallel_for", "tensorflow.python.ops.gradients_impl")
+_TAPE_METHODS = ("gradient", "jacobian", "batch_jacobian")
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Module)
+
+
+@dataclasses.dataclass(frozen=True)
+class Edit:
+    """Replace the code from `start` to `end` ((line, column), 1-based lines, 0-based
+    character columns, end exclusive) by `text`; `text` None deletes the statement there."""
+
+    start: tuple[int, int]
+    end: tuple[int, int]
+    text: str | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    """One legacy idiom at `line`:`col` (both 1-based; col counts characters)."""
+
+    line: int
+    col: int
+    code: str
+    message: str
+    edits: tuple[Edit, ...] = ()
+    imports: tuple[str, ...] = ()
+
+
+def find(tree: ast.Module, source: str, names: Names) -> list[Finding]:
+    """All findings in `tree` (parsed from `source`), sorted by position."""
+    return sorted(_Finder(tree, source, names).run(), key=lambda f: (f.line, f.col, f.code))
+
+
+class _Finder:
+    def __init__(self, tree: ast.Module, source: str, names: Names):
+        self.tree, self.source, self.names = tree, source, names
+        self.lines = source.splitlines()
+        self.nodes = list(ast.walk(tree))
+        self.parents = {id(c): p for p in self.nodes for c in ast.iter_child_nodes(p)}
+        self.handled: set[int] = set()
+        tf, self.imports = names.prefix("tf"), []
+        if tf is None and "tf" not in names.bound:
+            tf, self.imports = "tf", ["import tensorflow as tf"]
+        cg = names.prefix("compat_grads")
+        if cg is None:
+            cg = "cg" if "cg" not in names.bound else "compat_grads"
+            self.imports.append("import compat_grads" + (" as cg" if cg == "cg" else ""))
+        self.writer = pt.Writer(source, names, tf, cg) if tf else None
+
+    def run(self) -> list[Finding]:
+        found = []
+        for node in self.nodes:
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                found += self._private_import(node)
+            elif isinstance(node, ast.Call):
+                found += self._call(node)
+        grads = [n for n in self.nodes if isinstance(n, ast.Call)
+                 and self.names.qualname(n) == "tf.gradients" and id(n) not in self.handled]
+        return found + [f for g in grads for f in self._gradients(g)]
+
+    def _call(self, node: ast.Call) -> list[Finding]:
+        name = self.names.qualname(node)
+        if name == "tf.map_fn":
+            return self._map_fn(node)
+        if name == "tf.stack":
+            return self._stack(node)
+        if name == "tf.hessians":
+            return self._hessians(node)
+        if name == "tf.keras.backend.gradients":
+            return [self._finding(node, "CG108", "K.gradients is graph-only and gone in "
+                                  "Keras 3; use tf.GradientTape, or cg.stacked_jacobian / "
+                                  "cg.per_element_gradients for Jacobian-type derivatives")]
+        return self._tape_slice(node)
+
+    # -- positions and findings ------------------------------------------------------------
+
+    def _pos(self, line: int, byte_col: int) -> tuple[int, int]:
+        """ast columns count UTF-8 bytes; LibCST and people count characters."""
+        return line, len(self.lines[line - 1].encode()[:byte_col].decode(errors="replace"))
+
+    def _span(self, node: ast.AST) -> tuple[tuple[int, int], tuple[int, int]]:
+        return (self._pos(node.lineno, node.col_offset),
+                self._pos(node.end_lineno, node.end_col_offset))
+
+    def _finding(self, node: ast.AST, code: str, message: str,
+                 edits: tuple[Edit, ...] = ()) -> Finding:
+        line, col = self._pos(node.lineno, node.col_offset)
+        return Finding(line, col + 1, code, message, edits, tuple(self.imports) if edits else ())
+
+    def _replace(self, node: ast.AST, text: str) -> Edit:
+        return Edit(*self._span(node), text)
+
+    # -- CG101 / CG106: tf.gradients in a loop, or of tf.gradients ---------------------------
+
+    def _gradients(self, call: ast.Call) -> list[Finding]:
+        loop = self._enclosing_loop(call)
+        if loop is not None:
+            edits = self._loop_edits(call, loop) if isinstance(loop, ast.For) else ()
+            what = "for loop" if isinstance(loop, ast.For) else "list comprehension"
+            return [self._finding(call, "CG101", f"hand-built Jacobian: one tf.gradients graph "
+                                  f"per row in a {what}; use "
+                                  f"{self._suggest(edits, 'cg.stacked_jacobian(y, x)')}", edits)]
+        parts = pt.grad_parts(call)
+        if parts and isinstance(parts[1], ast.Name) and parts[1].id in self._grad_ys_names:
+            return [self._finding(call, "CG106", "forward-mode trick (tf.gradients with respect "
+                                  "to grad_ys): use cg.jvp(f, x, v), or "
+                                  "cg.per_element_gradients(y, x) when v is all ones")]
+        return []
+
+    def _suggest(self, edits: tuple[Edit, ...], fallback: str) -> str:
+        texts = [e.text for e in edits if e.text]
+        return texts[-1] if texts else fallback
+
+    def _enclosing_loop(self, call: ast.Call) -> ast.For | ast.comprehension | None:
+        """The for loop or comprehension whose variable indexes the target `y[i]` / `y[:, i]`
+        (or is the target, iterating over `tf.unstack(y)`)."""
+        parts = pt.grad_parts(call)
+        node = call
+        while parts and not isinstance(node, _SCOPES):
+            node = self.parents.get(id(node))
+            loops = [node] if isinstance(node, ast.For) else getattr(node, "generators", [])
+            for loop in loops:
+                if isinstance(loop.target, ast.Name) and self._visits(parts[0], loop):
+                    return loop
+        return None
+
+    def _visits(self, target: ast.expr, loop: ast.For | ast.comprehension) -> bool:
+        var = loop.target.id
+        if isinstance(target, ast.Name):
+            return target.id == var and (pt.unstack_rows(target, var, loop.iter, self.names)
+                                         is not None or self.names.is_tensor(loop.iter))
+        return isinstance(target, ast.Subscript) and any(
+            isinstance(n, ast.Name) and n.id == var for n in ast.walk(target.slice))
+
+    @functools.cached_property
+    def _grad_ys_names(self) -> set[str]:
+        names = set()
+        for node in self.nodes:
+            if isinstance(node, ast.Call) and self.names.qualname(node) == "tf.gradients":
+                args = pt.call_args(node, ("ys", "xs", "grad_ys"))
+                if args and isinstance(args[2], ast.Name):
+                    names.add(args[2].id)
+        return names
+
+    # -- CG101 fix: `L = []; for ...: L.append(g); J = tf.stack(L)` -------------------------
+
+    def _loop_edits(self, call: ast.Call, loop: ast.For) -> tuple[Edit, ...]:
+        block = self._block_of(loop)
+        at = next((i for i, s in enumerate(block) if s is loop), None)
+        if self.writer is None or at is None or not 0 < at < len(block) - 1 or loop.orelse:
+            return ()
+        init, stack = block[at - 1], block[at + 1]
+        listed = _list_init(init)
+        element = self._appended(loop, listed) if listed else None
+        stacked = self._stacked_name(stack)
+        if element is None or stacked is None or stacked.args[0].id != listed:
+            return ()
+        text = self._jacobian_text(element, loop.target.id, loop.iter, "range")
+        if text is None or not self._only_uses(listed, 3, loop) or self._leaks(loop):
+            return ()
+        return (Edit(*self._span(init), None), Edit(*self._span(loop), None),
+                self._replace(stacked, text))
+
+    def _block_of(self, stmt: ast.stmt) -> list[ast.stmt]:
+        parent = self.parents.get(id(stmt))
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(parent, field, None)
+            if isinstance(block, list) and any(s is stmt for s in block):
+                return block
+        return []
+
+    def _appended(self, loop: ast.For, listed: str) -> ast.expr | None:
+        """The appended gradient expression, through at most one temporary variable."""
+        body, var = loop.body, loop.target.id
+        append = _append_arg(body[-1], listed)
+        if append is None or len(body) > 2:
+            return None
+        if len(body) == 1:
+            return append
+        temp = body[0]
+        if not (isinstance(temp, ast.Assign) and len(temp.targets) == 1
+                and isinstance(temp.targets[0], ast.Name)):
+            return None
+        name = temp.targets[0].id
+        used = [n for n in ast.walk(append) if isinstance(n, ast.Name) and n.id == name]
+        if name == var or len(used) != 1 or not self._only_uses(name, 2, loop):
+            return None
+        return _inline(append, name, temp.value)
+
+    def _stacked_name(self, stmt: ast.stmt) -> ast.Call | None:
+        """`tf.stack(L)` (axis 0) as the value of a plain assignment or of a return."""
+        plain = isinstance(stmt, ast.Return) or (isinstance(stmt, ast.Assign)
+                                                 and len(stmt.targets) == 1)
+        value = stmt.value if plain else None
+        if not (isinstance(value, ast.Call) and self.names.qualname(value) == "tf.stack"):
+            return None
+        args = pt.call_args(value, ("values", "axis"))
+        ok = args and isinstance(args[0], ast.Name) and _axis_zero(args[1])
+        return value if ok and set(k.arg for k in value.keywords) <= {"values", "axis"} else None
+
+    def _only_uses(self, name: str, count: int, inside: ast.AST) -> bool:
+        """Whether `name` occurs exactly `count` times in the scope around `inside`."""
+        uses = [n for n in ast.walk(self._scope(inside)) if isinstance(n, ast.Name)
+                and n.id == name]
+        return len(uses) == count
+
+    def _leaks(self, loop: ast.For) -> bool:
+        """Whether the loop variable is read after the loop (where it holds the last index)."""
+        var, inside = loop.target.id, {id(n) for n in ast.walk(loop)}
+        reads = [n for n in ast.walk(self._scope(loop)) if isinstance(n, ast.Name)
+                 and n.id == var and isinstance(n.ctx, ast.Load) and id(n) not in inside]
+        return any(self._binder(n, var) is None for n in reads)
+
+    def _binder(self, node: ast.AST, var: str) -> ast.AST | None:
+        """The loop or comprehension around `node` that binds `var`, or None."""
+        while not isinstance(node, _SCOPES):
+            node = self.parents.get(id(node))
+            loops = [node] if isinstance(node, ast.For) else getattr(node, "generators", [])
+            if any(isinstance(g.target, ast.Name) and g.target.id == var for g in loops):
+                return node
+        return None
+
+    def _jacobian_text(self, element: ast.expr, var: str, iterable: ast.expr,
+                       kind: str) -> str | None:
+        """The rewrite of stacking `element` over `var in iterable`, or None."""
+        expand = _expand_dims_zero(element, self.names)
+        grad = pt.indexed_grad(expand if expand is not None else element, self.names)
+        if grad is None or not grad.clean:
+            return None
+        count = pt.range_count(iterable, self.names, tf_range=kind == "tf.range")
+        rows = (pt.index_rows(grad.ys, var, count, self.names) if count is not None
+                else pt.unstack_rows(grad.ys, var, iterable, self.names))
+        source = self.writer.source_of(grad) if rows else None
+        if source is None or var in _names_in(grad.xs):
+            return None
+        text = self.writer.call("stacked_jacobian", self.writer.rows(rows), source)
+        return f"{self.writer.tf}.expand_dims({text}, axis=1)" if expand is not None else text
+
+    # -- CG102: tf.stack([tf.gradients(...)[0] for ...]) ------------------------------------
+
+    def _stack(self, node: ast.Call) -> list[Finding]:
+        args = pt.call_args(node, ("values", "axis"))
+        comp = args[0] if args else None
+        if not isinstance(comp, ast.ListComp):
+            return []
+        grads = [n for n in ast.walk(comp.elt) if isinstance(n, ast.Call)
+                 and self.names.qualname(n) == "tf.gradients"]
+        if not grads or not any(self._enclosing_loop(g) in comp.generators for g in grads):
+            return []
+        self.handled |= {id(g) for g in grads}
+        edits = self._stack_edits(node, comp, args[1])
+        return [self._finding(node, "CG102", "hand-built Jacobian: tf.stack of one "
+                              "tf.gradients graph per row; use "
+                              f"{self._suggest(edits, 'cg.stacked_jacobian(y, x)')}", edits)]
+
+    def _stack_edits(self, node: ast.Call, comp: ast.ListComp,
+                     axis: ast.expr | None) -> tuple[Edit, ...]:
+        extra = {k.arg for k in node.keywords} - {"values", "axis"}
+        if self.writer is None or extra or not _axis_zero(axis) or len(comp.generators) != 1:
+            return ()
+        gen = comp.generators[0]
+        if gen.ifs or gen.is_async or not isinstance(gen.target, ast.Name):
+            return ()
+        text = self._jacobian_text(comp.elt, gen.target.id, gen.iter, "range")
+        return (self._replace(node, text),) if text else ()
+
+    # -- CG103: tf.map_fn(fn calling tf.gradients, elems) -----------------------------------
+
+    def _map_fn(self, node: ast.Call) -> list[Finding]:
+        args = pt.call_args(node, ("fn", "elems"))
+        fn = self._function(args[0]) if args else None
+        grads = [n for n in ast.walk(fn) if isinstance(n, ast.Call)
+                 and self.names.qualname(n) == "tf.gradients"] if fn else []
+        if not grads:
+            return []
+        self.handled |= {id(g) for g in grads}
+        over_indices = isinstance(args[1], ast.Call) and self.names.qualname(
+            args[1]) == "tf.range"
+        edits = self._map_fn_edits(node, fn, args[1], over_indices)
+        problem = ("one gradient graph per element in a while_loop (slow)" if over_indices else
+                   "tf.gradients of a mapped value fails at run time (TensorArray read twice)")
+        fallback = "cg.stacked_jacobian(y, x) or cg.per_element_gradients(y, x)"
+        return [self._finding(node, "CG103", f"tf.map_fn with tf.gradients: {problem}; use "
+                              f"{self._suggest(edits, fallback)}", edits)]
+
+    def _function(self, fn: ast.expr | None) -> ast.Lambda | ast.FunctionDef | None:
+        if isinstance(fn, ast.Lambda):
+            return fn
+        defs = self.names.functions.get(fn.id, []) if isinstance(fn, ast.Name) else []
+        return defs[0] if len(defs) == 1 else None
+
+    def _map_fn_edits(self, node: ast.Call, fn: ast.Lambda | ast.FunctionDef,
+                      elems: ast.expr, over_indices: bool) -> tuple[Edit, ...]:
+        body = _single_expression(fn)
+        params = [a.arg for a in fn.args.args]
+        if self.writer is None or body is None or elems is None or len(params) != 1 or (
+                not self._same_scope(node, fn)):
+            return ()
+        summed = _reduce_sum_of(body, self.names)
+        element = summed if summed is not None else body
+        if over_indices:
+            text = self._jacobian_text(element, params[0], elems, "tf.range")
+        else:
+            text = self._values_text(element, params[0], elems)
+        if text and summed is not None:
+            text = text.replace(f"{self.writer.cg}.stacked_jacobian(",
+                                f"{self.writer.cg}.per_element_gradients(", 1)
+        return (self._replace(node, text),) if text else ()
+
+    def _values_text(self, element: ast.expr, param: str, elems: ast.expr) -> str | None:
+        grad = pt.indexed_grad(element, self.names)
+        if grad is None or not grad.clean or not isinstance(grad.ys, ast.Name):
+            return None
+        if grad.ys.id != param or param in _names_in(grad.xs) or not pt.is_pure(
+                elems, self.names) or isinstance(elems, ast.List | ast.Tuple | ast.Dict):
+            return None
+        source = self.writer.source_of(grad)
+        rows = self.writer.rows(pt.Rows(elems, 0, None))
+        return self.writer.call("stacked_jacobian", rows, source) if source else None
+
+    def _same_scope(self, node: ast.AST, fn: ast.AST) -> bool:
+        """A named function must be defined in the scope of the call (same closure names)."""
+        if isinstance(fn, ast.Lambda):
+            return True
+        return self._scope(node) is self._scope(fn)
+
+    def _scope(self, node: ast.AST) -> ast.AST:
+        node = self.parents.get(id(node))
+        while not isinstance(node, _SCOPES):
+            node = self.parents.get(id(node))
+        return node
+
+    # -- CG105: tf.hessians ------------------------------------------------------------------
+
+    def _hessians(self, node: ast.Call) -> list[Finding]:
+        parts = pt.grad_parts(node)
+        edits = ()
+        if parts and parts[2] and self.writer is not None:
+            text = self._hessians_text(*parts[:2])
+            edits = (self._replace(node, text),) if text else ()
+        return [self._finding(node, "CG105", "tf.hessians is graph-only and builds one "
+                              "gradient per row; use "
+                              f"{self._suggest(edits, '[cg.hessian(tf.reduce_sum(y), x)]')}",
+                              edits)]
+
+    def _hessians_text(self, ys: ast.expr, xs: ast.expr) -> str | None:
+        """tf.hessians sums ys and returns one x.shape + x.shape block per x, no cross terms."""
+        w = self.writer
+        if isinstance(ys, ast.List | ast.Tuple | ast.ListComp) or (
+                isinstance(ys, ast.Name) and ys.id not in self.names.tensors
+                and self._bound_to_list(ys.id)):
+            return None
+        total = w.text(ys) if _reduce_sum_of(ys, self.names) else f"{w.tf}.reduce_sum({w.text(ys)})"
+        if isinstance(xs, ast.List | ast.Tuple):
+            if any(isinstance(e, ast.Starred) for e in xs.elts) or (
+                    len(xs.elts) > 1 and not pt.is_pure(ys, self.names)):
+                return None
+            return "[" + ", ".join(w.call("hessian", total, w.text(e)) for e in xs.elts) + "]"
+        if self.names.is_tensor(xs):
+            return f"[{w.call('hessian', total, w.text(xs))}]"
+        if not pt.is_pure(ys, self.names) or "x_" in self.names.bound:
+            return None
+        return f"[{w.call('hessian', total, 'x_')} for x_ in {w.tf}.nest.flatten({w.text(xs)})]"
+
+    def _bound_to_list(self, name: str) -> bool:
+        return any(isinstance(n, ast.Assign) and isinstance(n.value, ast.List | ast.ListComp)
+                   and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
+                   for n in self.nodes)
+
+    # -- CG104 / CG107 -----------------------------------------------------------------------
+
+    def _tape_slice(self, node: ast.Call) -> list[Finding]:
+        func = node.func
+        if not (isinstance(func, ast.Attribute) and func.attr in _TAPE_METHODS
+                and isinstance(func.value, ast.Name) and func.value.id in self.names.tapes):
+            return []
+        args = pt.call_args(node, ("target", "sources"))
+        sources = args[1] if args else None
+        items = sources.elts if isinstance(sources, ast.List | ast.Tuple) else [sources]
+        sliced = [s for s in items if _tensor_slice(s)]
+        if not sliced:
+            return []
+        text = ast.get_source_segment(self.source, sliced[0])
+        return [self._finding(node, "CG104", f"{func.value.id}.{func.attr} with respect to "
+                              f"{text}, a slice made after recording: the result is None; "
+                              "differentiate with respect to the whole tensor and slice the "
+                              "result, or use cg.per_element_gradients / cg.batch_jacobian")]
+
+    def _private_import(self, node: ast.Import | ast.ImportFrom) -> list[Finding]:
+        modules = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                   else [f"{node.module}.{a.name}" for a in node.names] if node.module else [])
+        hits = [m for m in modules if m.startswith(_PRIVATE)]
+        if not hits:
+            return []
+        return [self._finding(node, "CG107", f"private TensorFlow API {hits[0]}: it changes "
+                              "without notice (pfor jacobian returns None in eager mode); use "
+                              "cg.stacked_jacobian / cg.batch_jacobian")]
+
+
+def _list_init(stmt: ast.stmt) -> str | None:
+    """`L` of `L = []`."""
+    ok = (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+          and isinstance(stmt.targets[0], ast.Name) and isinstance(stmt.value, ast.List)
+          and not stmt.value.elts)
+    return stmt.targets[0].id if ok else None
+
+
+def _append_arg(stmt: ast.stmt, listed: str) -> ast.expr | None:
+    """`v` of `L.append(v)`."""
+    call = stmt.value if isinstance(stmt, ast.Expr) else None
+    ok = (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+          and call.func.attr == "append" and isinstance(call.func.value, ast.Name)
+          and call.func.value.id == listed and len(call.args) == 1 and not call.keywords)
+    return call.args[0] if ok else None
+
+
+def _inline(append: ast.expr, name: str, value: ast.expr) -> ast.expr | None:
+    """`append` with the temporary `name` replaced by its value: `t` or `f(t, ...)`."""
+    if isinstance(append, ast.Name) and append.id == name:
+        return value
+    first = append.args[0] if isinstance(append, ast.Call) and append.args else None
+    if isinstance(first, ast.Name) and first.id == name:
+        return ast.Call(func=append.func, args=[value, *append.args[1:]],
+                        keywords=append.keywords)
+    return None
+
+
+def _axis_zero(axis: ast.expr | None) -> bool:
+    return axis is None or (isinstance(axis, ast.Constant) and axis.value == 0)
+
+
+def _expand_dims_zero(node: ast.expr, names: Names) -> ast.expr | None:
+    """`g` of `tf.expand_dims(g, 0)` / `tf.expand_dims(g, axis=0)`."""
+    if not (isinstance(node, ast.Call) and names.qualname(node) == "tf.expand_dims"):
+        return None
+    args = pt.call_args(node, ("input", "axis"))
+    ok = args and args[0] is not None and args[1] is not None and _axis_zero(args[1])
+    return args[0] if ok and {k.arg for k in node.keywords} <= {"input", "axis"} else None
+
+
+def _reduce_sum_of(node: ast.expr, names: Names) -> ast.expr | None:
+    """`g` of `tf.reduce_sum(g)` (over every axis)."""
+    ok = (isinstance(node, ast.Call) and names.qualname(node) == "tf.reduce_sum"
+          and len(node.args) == 1 and not node.keywords)
+    return node.args[0] if ok else None
+
+
+def _single_expression(fn: ast.Lambda | ast.FunctionDef) -> ast.expr | None:
+    """The expression a lambda or a one-statement `return` function computes."""
+    if isinstance(fn, ast.Lambda):
+        return fn.body
+    body = fn.body[1:] if ast.get_docstring(fn) is not None else fn.body
+    ok = len(body) == 1 and isinstance(body[0], ast.Return) and not fn.decorator_list
+    return body[0].value if ok else None
+
+
+def _names_in(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _tensor_slice(node: ast.expr | None) -> bool:
+    """`x[:, k]`-like multi-axis indexing, which only a tensor accepts (a list would not)."""
+    if not isinstance(node, ast.Subscript) or not isinstance(node.slice, ast.Tuple):
+        return False
+    return any(isinstance(e, ast.Slice) or (isinstance(e, ast.Constant) and e.value in (
+        Ellipsis, None)) for e in node.slice.elts)

@@ -1,0 +1,196 @@
+"""The parts of the legacy idioms, and the rewrites whose meaning is provably the same.
+
+`tf.gradients(y[i], x)[0]` is the gradient of SUM(y[i]), so a loop over rows of a rank-k `y`
+is the Jacobian of the row sums, not of `y`: every rewrite here sums the rows (or columns)
+first, which is exact for any rank and a no-op for a vector."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+
+from compat_grads.migrate.names import Names
+
+# Keyword arguments of tf.gradients / tf.hessians that do not change the values.
+NEUTRAL_KWARGS = frozenset({"name", "colocate_gradients_with_ops", "gate_gradients",
+                            "aggregation_method"})
+# Ops that are safe to build twice: a rewrite may mention their result more than once.
+_PURE_CALLS = frozenset(f"tf.{n}" for n in (
+    "squeeze reshape transpose identity cast expand_dims concat stack matmul reduce_sum "
+    "reduce_mean exp log sin cos tanh square sqrt abs gather unstack"
+).split())
+_PURE_BUILTINS = frozenset({"len", "int"})
+
+
+@dataclasses.dataclass(frozen=True)
+class Grad:
+    """`tf.gradients(ys, xs)[index]`, with `clean` False when other arguments matter."""
+
+    call: ast.Call
+    ys: ast.expr
+    xs: ast.expr
+    index: int
+    clean: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Rows:
+    """The slices of `array` along `axis` (0 rows, 1 columns): the first `count`, or all."""
+
+    array: ast.expr
+    axis: int
+    count: ast.expr | None
+
+
+def call_args(call: ast.Call, names: tuple[str, ...]) -> list[ast.expr | None] | None:
+    """The arguments `names` of `call`, positional or keyword; None for `*args` / `**kw`."""
+    if any(isinstance(a, ast.Starred) for a in call.args) or any(
+            k.arg is None for k in call.keywords):
+        return None
+    keywords = {k.arg: k.value for k in call.keywords}
+    return [call.args[i] if i < len(call.args) else keywords.get(name)
+            for i, name in enumerate(names)]
+
+
+def grad_parts(call: ast.Call) -> tuple[ast.expr, ast.expr, bool] | None:
+    """(ys, xs, clean) of a tf.gradients / tf.hessians call."""
+    args = call_args(call, ("ys", "xs"))
+    if args is None or None in args:
+        return None
+    extra = {k.arg for k in call.keywords} - {"ys", "xs"}
+    return args[0], args[1], len(call.args) <= 2 and extra <= NEUTRAL_KWARGS
+
+
+def indexed_grad(node: ast.AST, names: Names) -> Grad | None:
+    """`tf.gradients(ys, xs)[k]` with a constant k, or None."""
+    if not (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Call)
+            and names.qualname(node.value) == "tf.gradients"):
+        return None
+    index, parts = node.slice, grad_parts(node.value)
+    if parts is None or not (isinstance(index, ast.Constant) and type(index.value) is int):
+        return None
+    return Grad(node.value, parts[0], parts[1], index.value, parts[2])
+
+
+def _full_slice(node: ast.expr) -> bool:
+    return (isinstance(node, ast.Slice) and node.lower is node.upper is node.step is None) or (
+        isinstance(node, ast.Constant) and node.value is Ellipsis)
+
+
+def index_rows(target: ast.expr, var: str, count: ast.expr | None, names: Names) -> Rows | None:
+    """`y[i]` / `y[i, :]` (rows) or `y[:, i]` (columns) with `i` running over `range(count)`."""
+    if not isinstance(target, ast.Subscript) or not is_pure(target.value, names):
+        return None
+    index = target.slice
+    elts = index.elts if isinstance(index, ast.Tuple) else [index]
+    spots = [i for i, e in enumerate(elts) if isinstance(e, ast.Name) and e.id == var]
+    if spots not in ([0], [1]) or not all(_full_slice(e) for i, e in enumerate(elts)
+                                          if i != spots[0]):
+        return None
+    return Rows(target.value, spots[0], count)
+
+
+def unstack_rows(target: ast.expr, var: str, iterable: ast.expr, names: Names) -> Rows | None:
+    """`yi` running over `tf.unstack(y)` (rows) or `tf.unstack(y, axis=1)` (columns)."""
+    if not (isinstance(target, ast.Name) and target.id == var and isinstance(iterable, ast.Call)
+            and names.qualname(iterable) == "tf.unstack"):
+        return None
+    args = call_args(iterable, ("value", "num", "axis"))
+    if args is None or args[0] is None or not is_pure(args[0], names):
+        return None
+    axis = args[2].value if isinstance(args[2], ast.Constant) else (0 if args[2] is None else -1)
+    return Rows(args[0], axis, None) if axis in (0, 1) else None
+
+
+def range_count(iterable: ast.expr, names: Names, tf_range: bool = False) -> ast.expr | None:
+    """`n` of `range(n)` (or `tf.range(n)` when `tf_range`), else None."""
+    if not isinstance(iterable, ast.Call) or iterable.keywords or len(iterable.args) != 1:
+        return None
+    func = iterable.func
+    if tf_range:
+        return iterable.args[0] if names.qualname(iterable) == "tf.range" else None
+    builtin = isinstance(func, ast.Name) and func.id == "range" and "range" not in names.bound
+    return iterable.args[0] if builtin else None
+
+
+def is_pure(node: ast.expr, names: Names) -> bool:
+    """Whether building `node` twice is the same as once: names, indexing, arithmetic, a few
+    stateless TensorFlow ops; never a user call (it could create variables)."""
+    if isinstance(node, ast.Call):
+        name = names.qualname(node)
+        builtin = isinstance(node.func, ast.Name) and node.func.id in _PURE_BUILTINS
+        if not (builtin or name in _PURE_CALLS or _is_shape_call(node)):
+            return False
+    elif not isinstance(node, ast.Name | ast.Constant | ast.Attribute | ast.Subscript | ast.Slice
+                        | ast.Tuple | ast.List | ast.BinOp | ast.UnaryOp | ast.keyword
+                        | ast.Load | ast.operator | ast.unaryop):
+        return False
+    return all(is_pure(child, names) for child in ast.iter_child_nodes(node)
+               if not isinstance(child, ast.expr_context))
+
+
+def _is_shape_call(node: ast.Call) -> bool:
+    return isinstance(node.func, ast.Attribute) and node.func.attr in ("get_shape", "as_list")
+
+
+def _covers(count: ast.expr, rows: Rows, names: Names) -> bool:
+    """Whether `count` is the length of `rows.array` along the axis (`y.shape[0]`, ...)."""
+    if isinstance(count, ast.Call) and isinstance(count.func, ast.Name) and len(count.args) == 1:
+        if count.func.id == "len" and rows.axis == 0:
+            return ast.dump(count.args[0]) == ast.dump(rows.array)
+        return count.func.id == "int" and _covers(count.args[0], rows, names)
+    if not (isinstance(count, ast.Subscript) and isinstance(count.slice, ast.Constant)
+            and count.slice.value == rows.axis):
+        return False
+    base = count.value
+    if isinstance(base, ast.Call) and names.qualname(base) == "tf.shape" and base.args:
+        return ast.dump(base.args[0]) == ast.dump(rows.array)
+    while isinstance(base, ast.Call) and _is_shape_call(base):
+        base = base.func.value
+    if isinstance(base, ast.Attribute) and base.attr == "shape":
+        base = base.value
+    return base is not count.value and ast.dump(base) == ast.dump(rows.array)
+
+
+class Writer:
+    """Builds rewrite text from the original source segments.
+
+    Args:
+      source: the module text.
+      names: its bindings.
+      tf: the local name of the TensorFlow module.
+      cg: the local name of compat_grads.
+    """
+
+    def __init__(self, source: str, names: Names, tf: str, cg: str):
+        self.source, self.names, self.tf, self.cg = source, names, tf, cg
+
+    def text(self, node: ast.AST) -> str:
+        """The source text of `node`, parenthesized when it spans several lines."""
+        segment = ast.get_source_segment(self.source, node)
+        return f"({segment})" if "\n" in segment else segment
+
+    def rows(self, rows: Rows) -> str:
+        """An expression whose element i is the sum of row (or column) i of the array."""
+        array = self.text(rows.array)
+        if rows.count is not None and not _covers(rows.count, rows, self.names):
+            count = self.text(rows.count)
+            array = f"{array}[:{count}]" if rows.axis == 0 else f"{array}[:, :{count}]"
+        axes = (f"list(range(1, {array}.shape.ndims))" if rows.axis == 0
+                else f"[0, *range(2, {array}.shape.ndims)]")
+        return f"{self.tf}.reduce_sum({array}, axis={axes})"
+
+    def source_of(self, grad: Grad) -> str | None:
+        """The one source `tf.gradients(ys, xs)[k]` differentiates with respect to."""
+        xs = grad.xs
+        if isinstance(xs, ast.List | ast.Tuple):
+            elts = xs.elts
+            ok = grad.index < len(elts) and not any(isinstance(e, ast.Starred) for e in elts)
+            return self.text(elts[grad.index]) if ok else None
+        if grad.index == 0 and self.names.is_tensor(xs):
+            return self.text(xs)
+        return f"{self.tf}.nest.flatten({self.text(xs)})[{grad.index}]"
+
+    def call(self, function: str, *args: str) -> str:
+        """`cg.function(args...)`."""
+        return f"{self.cg}.{function}({', '.join(args)})"

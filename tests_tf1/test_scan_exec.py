@@ -1,0 +1,52 @@
+"""Every rewrite of `compat-grads scan --fix` runs in a TF1 graph and gives the original
+program's numbers, or, where the original crashes at run time, the program's oracle."""
+
+import pathlib
+import re
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from compat_grads import migrate
+
+CORPUS = pathlib.Path(__file__).resolve().parent.parent / "tests_tf2" / "scan_corpus"
+PROGRAMS = sorted(p for p in CORPUS.glob("*.py") if "\n# exec: " in p.read_text("utf-8"))
+
+
+def _run(source: str, path: pathlib.Path) -> dict:
+    """Runs a corpus program in a fresh graph (same random seed); returns its namespace."""
+    namespace = {"__name__": "__corpus__"}
+    with tf.Graph().as_default():
+        tf.compat.v1.set_random_seed(0)
+        exec(compile(source, str(path), "exec"), namespace)
+    return namespace
+
+
+def _assert_same(got, want):
+    got, want = tf.nest.flatten(got), tf.nest.flatten(want)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert np.shape(g) == np.shape(w)
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+def test_corpus_has_programs_of_both_kinds():
+    kinds = [re.search(r"^# exec: (\w+)$", p.read_text("utf-8"), re.M).group(1)
+             for p in PROGRAMS]
+    assert set(kinds) == {"same", "crashes"} and len(PROGRAMS) >= 7
+
+
+@pytest.mark.parametrize("path", PROGRAMS, ids=lambda p: p.stem)
+def test_rewrite_matches_the_original(path, capsys):
+    original = path.read_text("utf-8")
+    fixed = migrate.fix_text(original, str(path))
+    assert fixed != original and "import compat_grads as cg" in fixed
+    assert not [f for f in migrate.scan_text(fixed) if f.edits]
+    if re.search(r"^# exec: crashes$", original, re.M):
+        with pytest.raises(tf.errors.OpError):
+            _run(original, path)
+        rewritten = _run(fixed, path)
+        _assert_same(rewritten["result"], rewritten["oracle"])
+    else:
+        _assert_same(_run(fixed, path)["result"], _run(original, path)["result"])

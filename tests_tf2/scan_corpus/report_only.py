@@ -1,0 +1,43 @@
+"""Legacy idioms without a provably exact rewrite: reported, never rewritten."""
+import tensorflow.compat.v1 as tf
+import tensorflow.python.ops.parallel_for.gradients as pg  # expect: CG107
+from tensorflow.keras import backend as K
+from tensorflow.python.ops import gradients_impl  # expect: CG107
+from tensorflow.python.ops.parallel_for import gradients as pfor_gradients  # expect: CG107
+
+x = tf.placeholder(tf.float32, [3])
+y = tf.stack([x[0] * x[1], x[1] ** 2, tf.sin(x[2])])
+loss = tf.reduce_sum(y)
+
+rows = []
+for i in range(3):
+    print("row", i)
+    rows.append(tf.gradients(y[i], x)[0])  # expect: CG101
+J = tf.stack(rows)
+
+as_list = [tf.gradients(y[i], x)[0] for i in range(3)]  # expect: CG101
+by_columns = tf.stack([tf.gradients(y[i], x)[0] for i in range(3)], axis=1)  # expect: CG102
+weighted = tf.stack(  # expect: CG102
+    [tf.gradients(y[i], x, grad_ys=2.0)[0] for i in range(3)]
+)
+pairs = tf.reshape(tf.stack([y, y]), [2, 3])
+nested = [[tf.gradients(pairs[i, j], x)[0] for j in range(3)] for i in range(2)]  # expect: CG101
+
+
+def noisy(yi):
+    tf.summary.scalar("yi", yi)
+    return tf.gradients(yi, x)[0]
+
+
+mapped = tf.map_fn(noisy, y)  # expect: CG103
+summed = tf.hessians([loss, 2 * loss], x)  # expect: CG105
+
+u = tf.ones_like(y)
+g = tf.gradients(y, x, grad_ys=u)
+forward = tf.gradients(g, u, grad_ys=tf.ones_like(x))  # expect: CG106
+
+k_grads = K.gradients(loss, [x])  # expect: CG108
+tf_k_grads = tf.keras.backend.gradients(loss, x)  # expect: CG108
+J_private = pfor_gradients.jacobian(y, x)
+H_private = gradients_impl.hessians(loss, x)
+J_pg = pg.jacobian(y, x)

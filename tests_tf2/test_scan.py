@@ -1,0 +1,235 @@
+"""`compat-grads scan`: the corpus's expected findings, --fix / --diff, options, exit codes and
+robustness (bad files are per-file errors with exit 2, never a crash or a partial write)."""
+
+import ast
+import json
+import os
+import pathlib
+import re
+import shutil
+
+import pytest
+
+from compat_grads import cli, migrate
+from compat_grads.migrate import fixer, sources
+
+CORPUS = pathlib.Path(__file__).resolve().parent / "scan_corpus"
+_EXPECT = re.compile(r"#\s*expect:\s*([A-Z0-9, ]+)")
+
+
+def _expected(path: pathlib.Path) -> set:
+    """(cell, line, code) from the `# expect: CODE` comments of a corpus file."""
+    if path.suffix == ".ipynb":
+        cells = json.loads(path.read_text("utf-8"))["cells"]
+        texts = [(n, "".join(c["source"])) for n, c in enumerate(cells, 1)
+                 if c["cell_type"] == "code"]
+    else:
+        texts = [(None, path.read_text("utf-8"))]
+    return {(cell, line, code.strip()) for cell, text in texts
+            for line, row in enumerate(text.splitlines(), 1)
+            for match in _EXPECT.finditer(row) for code in match.group(1).split(",")}
+
+
+def _scan(capsys, *args) -> tuple[int, dict]:
+    status = cli.main(["scan", "--format", "json", *map(str, args)])
+    return status, json.loads(capsys.readouterr().out)
+
+
+def test_corpus_reports_every_expected_finding_and_nothing_else(capsys):
+    status, report = _scan(capsys, CORPUS)
+    found = {}
+    for f in report["findings"]:
+        found.setdefault(pathlib.Path(f["path"]).name, set()).add(
+            (f["cell"], f["line"], f["code"]))
+    files = sorted(CORPUS.glob("*.py")) + sorted(CORPUS.glob("*.ipynb"))
+    for path in files:
+        assert found.get(path.name, set()) == _expected(path), path.name
+    assert status == 1 and report["errors"] == [] and report["files"] == len(files)
+    assert {f["code"] for f in report["findings"]} == set(migrate.CODES)
+
+
+def test_clean_files_exit_0(capsys):
+    clean = sorted(CORPUS.glob("*clean*.py"))
+    status, report = _scan(capsys, *clean)
+    assert len(clean) >= 4 and status == 0 and report["findings"] == []
+
+
+def test_fix_twice_is_idempotent_and_leaves_report_only_findings(tmp_path, capsys):
+    tree = shutil.copytree(CORPUS, tmp_path / "corpus")
+    _, first = _scan(capsys, "--fix", tree)
+    after = {p: p.read_bytes() for p in sorted(tree.iterdir())}
+    status, second = _scan(capsys, "--fix", tree)
+    assert first["fixed"] >= 17 and second["fixed"] == 0 and status == 1
+    assert after == {p: p.read_bytes() for p in sorted(tree.iterdir())}
+    assert first["findings"] == second["findings"]
+    assert not [f for f in second["findings"] if f["fixable"]]
+    for path in tree.glob("*.py"):
+        ast.parse(path.read_bytes())
+    assert (tree / "legacy_notebook.ipynb").read_bytes() == (
+        CORPUS / "legacy_notebook.ipynb").read_bytes()
+
+
+def test_fix_keeps_comments_and_adds_the_import_once():
+    text = (CORPUS / "seed1_loop.py").read_text("utf-8")
+    fixed = migrate.fix_text(text)
+    assert fixed.count("import compat_grads as cg") == 1
+    for comment in ("# 计算第i个y元素对x的梯度", "# 增加维度以便堆叠", "# 堆叠后调整到目标维度"):
+        assert comment in fixed
+    assert "for i in range" not in fixed and "grads_list" not in fixed
+    assert migrate.fix_text(fixed) == fixed
+
+
+def test_diff_prints_a_unified_diff_and_writes_nothing(tmp_path, capsys):
+    path = tmp_path / "h.py"
+    shutil.copy(CORPUS / "hessians.py", path)
+    before = path.read_bytes()
+    assert cli.main(["scan", "--diff", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert f"--- a/{path}" in out and "+h_x = [cg.hessian(tf.reduce_sum(y), x)]" in out
+    assert path.read_bytes() == before
+
+
+def test_text_output_is_path_line_col_code(capsys):
+    assert cli.main(["scan", str(CORPUS / "report_only.py"),
+                     str(CORPUS / "legacy_notebook.ipynb")]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert f"{CORPUS / 'report_only.py'}:3:1: CG107 private TensorFlow API" in lines[0]
+    assert any(line.startswith(f"{CORPUS / 'legacy_notebook.ipynb'}:cell 3:3:17: CG101 ")
+               for line in lines)
+    assert lines[-1].startswith("compat-grads scan: ") and "finding(s) in 2 file(s)" in lines[-1]
+
+
+def test_select_and_ignore(capsys):
+    status, report = _scan(capsys, "--select", "CG105", CORPUS)
+    assert status == 1 and {f["code"] for f in report["findings"]} == {"CG105"}
+    status, report = _scan(capsys, "--ignore", "CG1", CORPUS)
+    assert status == 0 and report["findings"] == []
+    assert cli.main(["scan", "--select", "CG999", str(CORPUS)]) == 2
+    assert "unknown code 'CG999'" in capsys.readouterr().err
+
+
+def test_usage_errors_exit_2(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["scan"])
+    assert exit_info.value.code == 2
+    with pytest.raises(SystemExit):
+        cli.main(["scan", "--fix", "--diff", str(tmp_path)])
+    assert cli.main(["scan", str(tmp_path / "missing.py")]) == 2
+    assert "no such file or directory (fix: check the path)" in capsys.readouterr().err
+
+
+def _bad(tmp_path, name, data: bytes) -> pathlib.Path:
+    path = tmp_path / name
+    path.write_bytes(data)
+    return path
+
+
+@pytest.mark.parametrize("name, data, message", [
+    ("binary.py", b"\x7fELF\x00\x01", "binary file"),
+    ("latin1.py", "x = 'café'\n".encode("latin-1"), "not valid UTF-8"),
+    ("py2.py", b"print 'hello'\n", "cannot parse: line 1: Missing parentheses"),
+    ("broken.ipynb", b'{"cells": [', "malformed notebook"),
+    ("badcell.ipynb", json.dumps({"cells": [{"cell_type": "code", "source": "def f(:\n"}]}
+                                 ).encode(), "cannot parse cell 1"),
+])
+def test_unreadable_files_are_errors_not_clean(tmp_path, capsys, name, data, message):
+    good = _bad(tmp_path, "good.py", b"import tensorflow as tf\n")
+    status = cli.main(["scan", str(_bad(tmp_path, name, data)), str(good)])
+    captured = capsys.readouterr()
+    assert status == 2 and message in captured.err and "(fix: " in captured.err
+    assert captured.err.startswith(f"compat-grads scan: {tmp_path / name}: ")
+    assert "1 file(s) could not be scanned" in captured.out
+
+
+def test_files_that_must_parse(tmp_path, capsys):
+    latin = _bad(tmp_path, "latin.py", "# -*- coding: latin-1 -*-\nx = 'café'\n".encode("latin-1"))
+    empty = _bad(tmp_path, "empty.py", b"")
+    newer = _bad(tmp_path, "newer.py", b"match (n := 3):\n    case 3:\n        s = f'{n!r:>{n}}'\n")
+    assert cli.main(["scan", str(latin), str(empty), str(newer)]) == 0
+    assert "0 finding(s) in 3 file(s)" in capsys.readouterr().out
+
+
+def test_huge_file_is_skipped_with_a_clear_error(tmp_path, capsys):
+    huge = _bad(tmp_path, "huge.py", b"#" * sources.MAX_BYTES + b"\n")
+    assert cli.main(["scan", str(huge)]) == 2
+    assert "over the 5242880-byte limit; skipped (fix: raise it with --max-size" in (
+        capsys.readouterr().err)
+    assert cli.main(["scan", "--max-size", str(10 ** 7), str(huge)]) == 0
+
+
+def test_symlink_loops(tmp_path, capsys):
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "ok.py").write_text("import tensorflow as tf\n")
+    (tree / "again").symlink_to(tree)  # a directory loop: not followed
+    (tree / "a.py").symlink_to(tree / "b.py")
+    (tree / "b.py").symlink_to(tree / "a.py")  # a file loop: an error for that file
+    status, report = _scan(capsys, tree)
+    assert status == 2 and report["files"] == 3
+    assert {pathlib.Path(e["path"]).name for e in report["errors"]} == {"a.py", "b.py"}
+    assert all("cannot read" in e["message"] for e in report["errors"])
+
+
+def _fixable(tmp_path, mode=0o640, text=None) -> pathlib.Path:
+    path = tmp_path / "legacy.py"
+    path.write_text(text or (CORPUS / "hessians.py").read_text("utf-8"), "utf-8")
+    path.chmod(mode)
+    return path
+
+
+def test_fix_keeps_mode_newlines_and_encoding(tmp_path, capsys):
+    path = _fixable(tmp_path)
+    path.write_bytes("# -*- coding: latin-1 -*-\r\n# café\r\nimport tensorflow as tf\r\n"
+                     "x = tf.constant([1.0])\r\nh = tf.hessians(x ** 3, x)\r\n".encode("latin-1"))
+    assert cli.main(["scan", "--fix", str(path)]) == 0
+    data = path.read_bytes()
+    assert oct(path.stat().st_mode & 0o777) == oct(0o640)
+    assert data.count(b"\r\n") == data.count(b"\n") and "# café".encode("latin-1") in data
+    assert b"h = [cg.hessian(tf.reduce_sum(x ** 3), x)]" in data
+    assert "1 fixed" in capsys.readouterr().out
+
+
+def test_failed_write_leaves_the_file_whole(tmp_path, capsys, monkeypatch):
+    path = _fixable(tmp_path)
+    before = path.read_bytes()
+
+    def fail(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", fail)
+    assert cli.main(["scan", "--fix", str(path)]) == 2
+    assert "cannot write: No space left on device; left unchanged" in capsys.readouterr().err
+    assert path.read_bytes() == before and os.listdir(tmp_path) == ["legacy.py"]
+
+
+def test_read_only_and_concurrently_changed_files_are_not_written(tmp_path, capsys,
+                                                                  monkeypatch):
+    path = _fixable(tmp_path, mode=0o444)
+    before = path.read_bytes()
+    assert cli.main(["scan", "--fix", str(path)]) == 2
+    assert "file is read-only; not rewritten" in capsys.readouterr().err
+    assert path.read_bytes() == before
+    path.chmod(0o644)
+    real_fix = fixer.fix
+
+    def racing_fix(text, findings):
+        path.write_text(text + "\n# edited meanwhile\n", "utf-8")
+        return real_fix(text, findings)
+
+    monkeypatch.setattr(fixer, "fix", racing_fix)
+    assert cli.main(["scan", "--fix", str(path)]) == 2
+    assert "changed while it was being fixed" in capsys.readouterr().err
+    assert path.read_text("utf-8").endswith("# edited meanwhile\n")
+    assert os.listdir(tmp_path) == ["legacy.py"]
+
+
+def test_scanning_never_imports_libcst():
+    """Only the fixer may import LibCST (the scan-only path stays fast)."""
+    package = pathlib.Path(migrate.__file__).parent
+    for module in package.glob("*.py"):
+        imports = {alias.name.partition(".")[0] for node in ast.walk(ast.parse(
+            module.read_text("utf-8"))) if isinstance(node, ast.Import | ast.ImportFrom)
+            for alias in getattr(node, "names", []) if isinstance(node, ast.Import)} | {
+            (node.module or "").partition(".")[0] for node in ast.walk(ast.parse(
+                module.read_text("utf-8"))) if isinstance(node, ast.ImportFrom)}
+        assert ("libcst" in imports) == (module.name == "fixer.py"), module.name
