@@ -1,20 +1,38 @@
-"""compat_grads: Jacobian-type derivatives with one API in TF1 graphs and TF2 eager code."""
+"""compat_grads: Jacobian-type derivatives with one API in TF1 graphs and TF2 eager code.
+
+The derivative functions load TensorFlow on first use, not at `import compat_grads`: the
+`compat-grads scan` tool and the exceptions need no TensorFlow.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
 
 from compat_grads._errors import DerivativeError, ModeError, VectorizationWarning
-from compat_grads.api import (
-    batch_hessian,
-    batch_jacobian,
-    hessian,
-    hvp,
-    jvp,
-    per_element_gradients,
-    per_example_gradients,
-    stacked_jacobian,
-    vjp,
-)
-from compat_grads.dispatch import clear_cache, execution_mode
+
+if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and IDEs
+    from compat_grads.api import (
+        batch_hessian,
+        batch_jacobian,
+        hessian,
+        hvp,
+        jvp,
+        per_element_gradients,
+        per_example_gradients,
+        stacked_jacobian,
+        vjp,
+    )
+    from compat_grads.dispatch import clear_cache, execution_mode
 
 __version__ = "0.1.0"
+
+_LAZY = {
+    **dict.fromkeys(("batch_hessian", "batch_jacobian", "hessian", "hvp", "jvp",
+                     "per_element_gradients", "per_example_gradients", "stacked_jacobian",
+                     "vjp"), "compat_grads.api"),
+    **dict.fromkeys(("clear_cache", "execution_mode"), "compat_grads.dispatch"),
+}
 
 __all__ = [
     "DerivativeError",
@@ -32,3 +50,16 @@ __all__ = [
     "stacked_jacobian",
     "vjp",
 ]
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'compat_grads' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # resolved once
+    return value
+
+
+def __dir__() -> list:
+    return sorted({*globals(), *__all__})

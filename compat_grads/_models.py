@@ -11,14 +11,15 @@ from compat_grads._tf import tf
 
 
 def is_keras3(obj) -> bool:
-    """Whether `obj` comes from Keras 3 (package `keras`), not `tf_keras` / `tf.keras` 2."""
-    return type(obj).__module__.split(".")[0] == "keras"
+    """Whether `obj` is a Keras 3 object (a class from package `keras` in its bases, so
+    subclassed models count), not `tf_keras` / `tf.keras` 2."""
+    return any(cls.__module__.split(".")[0] == "keras" for cls in type(obj).__mro__)
 
 
 def unwrap_variable(leaf):
     """A Keras 3 variable on the TensorFlow backend wraps a tf.Variable: the one that tapes,
     accumulators and tf.gradients know. Anything else is returned as it is."""
-    if is_keras3(leaf) and isinstance(getattr(leaf, "value", None), tf.Variable):
+    if isinstance(getattr(leaf, "value", None), tf.Variable) and is_keras3(leaf):
         return leaf.value
     return leaf
 
@@ -80,6 +81,30 @@ def _loss_shape_error(function, losses, batch):
 def example(nest, i):
     """Example `i` of every batched tensor in `nest`, keeping a batch axis of 1."""
     return tf.nest.map_structure(lambda t: tf.gather(t, tf.reshape(i, [1])), nest)
+
+
+def check_batches(function, x, y):
+    """Checks that every input and label has the same number of examples (first dimension).
+    Returns an assertion to run when a count is only known at run time, else None."""
+    leaves = [("x", t) for t in tf.nest.flatten(x)] + [("y", t) for t in tf.nest.flatten(y)]
+    (_, first), guards = leaves[0], []
+    for name, leaf in leaves[1:]:
+        if leaf.shape.rank == 0:
+            raise ValueError(message(
+                function, f"{name} must be batched (one entry per example), but got "
+                f"{describe(leaf)}", f"Pass {name} with the examples on its first axis."))
+        mine, theirs = (tf.compat.dimension_value(t.shape[0]) for t in (leaf, first))
+        if mine is not None and theirs is not None and mine != theirs:
+            raise ValueError(message(
+                function, f"x and y must have the same number of examples (first "
+                f"dimension), but x has {theirs} and {name} has {mine} ({describe(leaf)})",
+                "Pass one label per input example."))
+        if mine is None or theirs is None:
+            guards.append(tf.debugging.assert_equal(
+                tf.shape(leaf)[0], tf.shape(first)[0],
+                message=f"compat_grads.{function}: x and y must have the same number of "
+                        "examples"))
+    return tf.group(guards) if guards else None
 
 
 def batch_size(function, x):

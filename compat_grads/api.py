@@ -282,6 +282,13 @@ def _per_example_gradients(model, weights, x, y, *, loss_fn, independent, strate
             "example has one scalar loss: reverse mode is always cheaper)",
             "Drop strategy=, or pass strategy='loop' for the lowest memory."))
     count = _models.batch_size(name, x)
+    with st.after(_models.check_batches(name, x, y)):
+        return _per_example(name, loss_fn, model, weights, (x, y, count), how, independent)
+
+
+def _per_example(name, loss_fn, model, weights, batch, how, independent):
+    """`batch` is (inputs, labels, number of examples: an int when static)."""
+    x, y, count = batch
     static = count if isinstance(count, int) else None
 
     def losses(xs, ys, batch):

@@ -13,6 +13,8 @@ import os
 import sys
 import tempfile
 
+from compat_grads import bench, migrate
+
 _HEADER = ("case", "function", "shape", "max |route diff|", "max err vs oracle", "verdict")
 
 
@@ -26,12 +28,8 @@ def _parser():
                        help="also require graph-backend routes to agree bit for bit")
     check.add_argument("--tf-log", action="store_true",
                        help="show TensorFlow's native log while the matrix runs")
-    from compat_grads.bench import suite
-
-    suite.add_arguments(commands.add_parser(
+    bench.add_arguments(commands.add_parser(
         "bench", help="time compat_grads against the recipes users write (ratios)"))
-    from compat_grads import migrate
-
     migrate.add_arguments(commands.add_parser(
         "scan", help="find legacy TF1 gradient idioms; --diff / --fix rewrite them"))
     return parser
@@ -44,8 +42,6 @@ def main(argv=None) -> int:
 
         return suite.bench(args)
     if args.command == "scan":
-        from compat_grads import migrate
-
         return migrate.run(args)
     return check(args.pattern, args.json, args.strict_bitwise, args.tf_log)
 

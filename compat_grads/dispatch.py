@@ -11,9 +11,9 @@ traced inside such a graph; "function" is a `tf.function` traced from eager code
 """
 
 import collections
-import functools
 import inspect
 import threading
+import types
 import weakref
 
 import numpy as np
@@ -73,7 +73,7 @@ def backend_for(problem: Problem, order: int = 1):
 
 def check_model_mode(function: str, model) -> None:
     """Keras 3 has no graph mode: refuse a Keras 3 model in a TF1 graph or v1 Graph."""
-    if model is not None and is_keras3(model) and execution_mode() == GRAPH:
+    if model is not None and execution_mode() == GRAPH and is_keras3(model):
         raise ModeError(message(
             function, f"{type(model).__name__} is a Keras 3 object, and Keras 3 cannot run "
             "in a TF1 graph or a tf.Graph().as_default() block (it has no graph mode)",
@@ -115,7 +115,8 @@ def as_graph(build):
 CACHE_SIZE = 64
 """How many compiled (callable, function, options) entries the eager cache keeps."""
 RETRACE_WARNING_AFTER = 8
-"""New callables from one code location before compat_grads warns about recompiling."""
+"""Recompiles of one target (or of new callables from one code location) before
+compat_grads warns."""
 
 
 class _CompiledCache:
@@ -123,12 +124,13 @@ class _CompiledCache:
 
     Keyed on the callable (weakly: a method by its object and function), the public
     function and its options; tf.function keys on the input signature inside each entry.
+    Entries hold their callable weakly too, so a dropped model is freed with its weights.
     """
 
     def __init__(self, size):
         self.size = size
         self._entries = collections.OrderedDict()
-        self._fresh = collections.Counter()
+        self._recompiles = _Recompiles()
         self._lock = threading.Lock()
 
     def get(self, target, key, build):
@@ -141,34 +143,55 @@ class _CompiledCache:
                 self._entries.move_to_end(full_key)
                 return entry[1]
             compiled = build()
-            self._note_new_callable(owner, key[0])
+            for gone in [k for k, (ref, _) in self._entries.items() if ref() is None]:
+                del self._entries[gone]  # their callables are gone: free their functions
+            known = any(k[:2] == full_key[:2] for k in self._entries)
+            self._recompiles.note(owner, part, key[0], new_owner=not known)
             self._entries[full_key] = (_reference(owner), compiled)
             while len(self._entries) > self.size:
                 self._entries.popitem(last=False)
             return compiled
 
-    def _note_new_callable(self, owner, function):
-        """Warns once per code location that makes a new callable on every call (a lambda in
-        a loop): each one is traced anew, which is slow; TensorFlow's own retracing warning
-        would name our wrapper instead of the caller's code."""
-        code = getattr(owner, "__code__", None)
-        if code is None:
-            return
-        self._fresh[code] += 1
-        if self._fresh[code] == RETRACE_WARNING_AFTER:
-            warn(message(
-                function.lstrip("_"), f"the callable target {code.co_name} (defined at "
-                f"{code.co_filename}:{code.co_firstlineno}) is a new object on each call, so "
-                f"it was compiled {RETRACE_WARNING_AFTER} times",
-                "Define it once outside the loop (or pass compile=False)."), RuntimeWarning)
-
     def clear(self):
         with self._lock:
             self._entries.clear()
-            self._fresh.clear()
+            self._recompiles = _Recompiles()
 
     def __len__(self):
         return len(self._entries)
+
+
+class _Recompiles:
+    """Warns, once each, about the two ways a caller makes us compile on every call:
+    a new callable from the same code (a lambda in a loop), or the same target with new
+    options (a new loss object per call, a changing chunk_size). TensorFlow's own retracing
+    warning is off for our functions: it would name our wrapper, not the caller's code."""
+
+    def __init__(self):
+        self._new_callables = collections.Counter()  # code -> callables compiled
+        self._builds = collections.Counter()  # (target, function) -> entries built
+
+    def note(self, owner, part, function, new_owner):
+        name = function.lstrip("_")
+        code = getattr(owner, "__code__", None)
+        if code is not None and new_owner:
+            self._new_callables[code] += 1
+            if self._new_callables[code] == RETRACE_WARNING_AFTER:
+                warn(message(
+                    name, f"the callable target {code.co_name} (defined at "
+                    f"{code.co_filename}:{code.co_firstlineno}) is a new object on each "
+                    f"call, so it was compiled {RETRACE_WARNING_AFTER} times",
+                    "Define it once outside the loop (or pass compile=False)."),
+                    RuntimeWarning)
+        if len(self._builds) > 16 * CACHE_SIZE:  # counts of long-gone targets
+            self._builds.clear()
+        self._builds[(id(owner), part, function)] += 1
+        if self._builds[(id(owner), part, function)] == RETRACE_WARNING_AFTER:
+            warn(message(
+                name, f"the same target was compiled {RETRACE_WARNING_AFTER} times with "
+                "different options (a new loss_fn object, weights list or option value "
+                "on each call?)", "Create such objects once outside the loop, or pass "
+                "compile=False."), RuntimeWarning)
 
 
 def _reference(owner):
@@ -201,17 +224,63 @@ def compiled(public_function, target, args, options, compile, jit_compile):
     if rest and not all(isinstance(leaf, (tf.Tensor, tf.Variable))
                         for leaf in tf.nest.flatten(rest)):
         return None
+    bound = _variables_only(sources)
     # Each public function builds `options` in one fixed order: no sorting needed.
-    key = (public_function.__name__, tuple(options.items()), jit_compile)
-    run = CACHE.get(target, key, lambda: _compile(public_function, target, options, jit_compile))
-    return lambda: run(sources, *rest)
+    key = (public_function.__name__, tuple(options.items()), jit_compile, bound)
+    run = CACHE.get(target, key, lambda: _compile(
+        public_function, target, options, jit_compile, sources if bound else None))
+    return (lambda: run(*rest)) if bound else (lambda: run(sources, *rest))
 
 
-def _compile(public_function, target, options, jit_compile):
-    call = functools.partial(public_function, target, compile=False, **options)
-    compiled = tf.function(lambda *args: call(*args), autograph=False, jit_compile=jit_compile)
+def _weak_callable(target):
+    """`() -> target` without keeping it alive (a bound method is rebuilt from its object)."""
+    if inspect.ismethod(target):
+        owner, function = _reference(target.__self__), target.__func__
+        return lambda: types.MethodType(function, owner())
+    return _reference(target)
+
+
+def _variables_only(sources):
+    """The variables' references when every source is a variable (a model's weights), else
+    None. Such sources are bound into the compiled function instead of passed to it: a
+    tf.function call spends more binding variables than running a small model. The
+    references key the cache, so other weights (a layer made trainable) trace anew."""
+    leaves = tf.nest.flatten(sources)
+    if not all(isinstance(leaf, tf.Variable) for leaf in leaves):
+        return None
+    return tuple(leaf.ref() for leaf in leaves)
+
+
+def _compile(public_function, target, options, jit_compile, bound_sources=None):
+    live = _weak_callable(target)
+    bound = () if bound_sources is None else (bound_sources,)
+
+    def call(*args):
+        return public_function(live(), *bound, *args, compile=False, **options)
+    compiled = tf.function(call, autograph=False, jit_compile=jit_compile,
+                           reduce_retracing=True)
     compiled._omit_frequent_tracing_warning = True  # ours names the caller's code instead
-    return compiled
+    return _Traced(compiled)
+
+
+class _Traced:
+    """A tf.function and its concrete functions by input shapes and dtypes. Calling the
+    concrete function directly skips tf.function's dispatch, tens of microseconds per call:
+    as much as a small Jacobian takes to compute. Anything but a flat tuple of eager tensors
+    goes through the tf.function itself."""
+
+    def __init__(self, function):
+        self.function = function
+        self._concrete = {}
+
+    def __call__(self, *args):
+        if not all(isinstance(a, tf.Tensor) for a in args):
+            return self.function(*args)
+        key = tuple((a.dtype, tuple(a.shape)) for a in args)
+        concrete = self._concrete.get(key)
+        if concrete is None:
+            concrete = self._concrete[key] = self.function.get_concrete_function(*args)
+        return concrete(*args)
 
 
 def _as_tensor(leaf):

@@ -2,6 +2,7 @@
 options and input signature; bounded; compile=False and jit_compile=True."""
 
 import gc
+import warnings
 
 import numpy as np
 import pytest
@@ -136,3 +137,31 @@ def test_a_new_lambda_on_every_call_warns_once_naming_the_callers_code():
     assert len(ours) == 1
     assert ours[0].filename == __file__  # attributed to this loop, not to TensorFlow
     assert "Define it once outside the loop" in str(ours[0].message)
+
+
+def test_variable_sources_are_bound_in_and_keyed_by_identity():
+    cg.clear_cache()
+    v, w = tf.Variable([1.0, 2.0]), tf.Variable([3.0])
+
+    def f(ws):
+        return tf.concat([ws[0] ** 2, ws[1] * ws[0][:1]], 0)
+
+    first = cg.stacked_jacobian(f, [v, w])
+    v.assign([3.0, 4.0])
+    second = cg.stacked_jacobian(f, [v, w])  # same compiled function, current values
+    assert len(dispatch.CACHE) == 1
+    np.testing.assert_array_equal(first[0].numpy()[:2], [[2.0, 0.0], [0.0, 4.0]])
+    np.testing.assert_array_equal(second[0].numpy()[:2], [[6.0, 0.0], [0.0, 8.0]])
+    u = tf.Variable([5.0, 6.0])
+    other = cg.stacked_jacobian(f, [u, w])  # other variables: a new entry, their values
+    assert len(dispatch.CACHE) == 2
+    np.testing.assert_array_equal(other[0].numpy()[:2], [[10.0, 0.0], [0.0, 12.0]])
+
+
+def test_one_callable_with_several_options_is_not_called_new():
+    cg.clear_cache()
+    f = Counted()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        for chunk in range(1, dispatch.RETRACE_WARNING_AFTER):
+            cg.stacked_jacobian(f, X, chunk_size=chunk)

@@ -82,8 +82,11 @@ def test_import_without_tensorflow_names_the_extra():
                 if name == "tensorflow" or name.startswith("tensorflow."):
                     raise ImportError("No module named 'tensorflow'")
         sys.meta_path.insert(0, Block())
-        import compat_grads
+        import compat_grads  # cheap: the derivative functions load TensorFlow on first use
+        print("imported", compat_grads.ModeError.__name__, flush=True)
+        compat_grads.stacked_jacobian
     """)
+    assert done.stdout.strip() == "imported ModeError"
     assert done.returncode != 0
     assert "ImportError: compat_grads needs TensorFlow >= 2.16" in done.stderr
     assert "pip install 'compat_grads[cpu]'" in done.stderr
@@ -96,3 +99,17 @@ def test_version_gate(version, old):
     from compat_grads._tf import MIN_VERSION, _version_tuple
 
     assert (_version_tuple(version) < MIN_VERSION) == old
+
+
+def test_the_scan_command_does_not_load_tensorflow(tmp_path):
+    legacy = tmp_path / "legacy.py"
+    legacy.write_text("import tensorflow as tf\nH = tf.hessians(y, x)\n")
+    done = _python(f"""
+        import sys
+        from compat_grads.cli import main
+        code = main(["scan", {str(legacy)!r}])
+        print(code, "tensorflow" in sys.modules)
+    """)
+    assert done.returncode == 0, done.stderr
+    assert "CG105" in done.stdout
+    assert done.stdout.strip().splitlines()[-1] == "1 False"

@@ -148,3 +148,61 @@ def test_per_example_gradients_in_graphs_need_no_static_batch():
     want = cg.per_example_gradients(models.loss_fn, model, tf.constant(x, tf.float32), y)
     for a, b in zip(got, want):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6, atol=1e-7)
+
+
+def test_inputs_and_labels_must_have_the_same_number_of_examples():
+    model = models.build_model(MLP)
+    x, y = models.inputs(MLP)
+    x = tf.constant(x, tf.float32)
+    for compile in (True, False):
+        with pytest.raises(ValueError, match=r"per_example_gradients: x and y must have the "
+                           r"same number of examples.*x has 4 and y has 3"):
+            cg.per_example_gradients(models.loss_fn, model, x, y[:3], compile=compile)
+    compute = tf.function(
+        lambda x, y: cg.per_example_gradients(models.loss_fn, model, x, y),
+        input_signature=[tf.TensorSpec([None, 5]), tf.TensorSpec([None], tf.int64)])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="x and y must have the same "
+                       "number of examples"):
+        compute(x, tf.constant(y[:3]))
+
+
+def test_a_subclassed_keras3_model_is_recognised():
+    import keras
+
+    from compat_grads._models import is_keras3
+
+    class Mine(keras.Model):
+        def call(self, x):
+            return x
+
+    assert is_keras3(Mine())
+    assert not is_keras3(models.build_model(MLP))
+
+
+def test_a_dropped_model_is_freed_from_the_compile_cache():
+    import gc
+    import weakref
+
+    cg.clear_cache()
+
+    def use_a_model():
+        model = models.build_model(MLP)
+        x, y = models.inputs(MLP)
+        cg.per_example_gradients(models.loss_fn, model, tf.constant(x, tf.float32), y)
+        return weakref.ref(model)
+
+    gone = use_a_model()
+    gc.collect()
+    assert gone() is None
+
+
+def test_a_new_loss_object_on_every_call_warns_once():
+    model = models.build_model(MLP)
+    x, y = models.inputs(MLP)
+    x = tf.constant(x, tf.float32)
+    cg.clear_cache()
+    with pytest.warns(RuntimeWarning, match="compiled 8 times with different options"):
+        for _ in range(8):
+            loss = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True,
+                                                                 reduction="none")
+            cg.per_example_gradients(loss, model, x, y)

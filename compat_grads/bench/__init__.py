@@ -1,6 +1,13 @@
 """`compat-grads bench`: compat_grads against the recipes users write and TensorFlow's best,
-side by side in one run. Ratios are `their time / our time` (above 1: we are faster)."""
+side by side in one run. Ratios are `their time / our time` (above 1: we are faster).
 
-from compat_grads.bench.suite import main, run
+The suite is `compat_grads.bench.suite` (`run`, `main`); this package imports nothing heavy,
+so that the command line can list its options without loading TensorFlow.
+"""
 
-__all__ = ["main", "run"]
+
+def add_arguments(parser) -> None:
+    """The options of `compat-grads bench` (and `python benchmarks/run.py`)."""
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: checks it runs")
+    parser.add_argument("--out", default="bench-results", help="folder for JSON and PNG")
+    parser.add_argument("--no-plot", action="store_true")

@@ -9,7 +9,7 @@ import json
 import os
 import sys
 
-from compat_grads.bench import timing, workloads
+from compat_grads.bench import add_arguments, timing, workloads
 
 FULL = {"tall": (4000, 500), "wide": (100, 5000), "square": 256, "batch": (128, 32),
         "hessians": [(1024, 8), (1024, 32)], "tf1_sizes": [200, 500, 1000, 2000, 4000],
@@ -194,12 +194,6 @@ def main(argv=None) -> int:
     add_arguments(parser)
     args = parser.parse_args(argv)
     return bench(args)
-
-
-def add_arguments(parser):
-    parser.add_argument("--quick", action="store_true", help="tiny sizes: checks it runs")
-    parser.add_argument("--out", default="bench-results", help="folder for JSON and PNG")
-    parser.add_argument("--no-plot", action="store_true")
 
 
 def bench(args) -> int:
