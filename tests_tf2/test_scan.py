@@ -2,6 +2,7 @@
 robustness (bad files are per-file errors with exit 2, never a crash or a partial write)."""
 
 import ast
+import dataclasses
 import json
 import os
 import pathlib
@@ -12,6 +13,7 @@ import pytest
 
 from compat_grads import cli, migrate
 from compat_grads.migrate import fixer, sources
+from compat_grads.migrate import names as migrate_names
 
 CORPUS = pathlib.Path(__file__).resolve().parent / "scan_corpus"
 _EXPECT = re.compile(r"#\s*expect:\s*([A-Z0-9, ]+)")
@@ -233,3 +235,96 @@ def test_scanning_never_imports_libcst():
             (node.module or "").partition(".")[0] for node in ast.walk(ast.parse(
                 module.read_text("utf-8"))) if isinstance(node, ast.ImportFrom)}
         assert ("libcst" in imports) == (module.name == "fixer.py"), module.name
+
+
+def test_report_only_corpus_is_never_rewritten():
+    """`y[..., i]`, a list of targets, a parameter target, an impure count, a tuple-returning
+    op and the rest of report_only.py: findings without a rewrite; --fix changes nothing."""
+    text = (CORPUS / "report_only.py").read_text("utf-8")
+    found = migrate.scan_text(text)
+    assert len(found) == len(_expected(CORPUS / "report_only.py"))
+    assert [f for f in found if f.edits] == []
+    assert migrate.fix_text(text) == text
+
+
+_SPLITTERS = ["\f", "\v", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
+
+
+@pytest.mark.parametrize("char", _SPLITTERS, ids=lambda c: f"U+{ord(c):04X}")
+def test_lines_are_split_as_python_splits_them(char):
+    """Only \\r\\n, \\r and \\n end a line: str.splitlines also splits on form feeds & co."""
+    text = ("import tensorflow as tf\n"
+            f"\f# page{char}break\n"
+            f"note = 'a{char}b'\n"
+            "x = tf.constant([1.0, 2.0])\n"
+            "y = x ** 2\n"
+            "J = tf.stack([tf.gradients(y[i], x)[0] for i in range(2)])\n")
+    found = migrate.scan_text(text)
+    assert [(f.line, f.col, f.code) for f in found] == [(6, 5, "CG102")]
+    fixed = migrate.fix_text(text)
+    assert f"\f# page{char}break\n" in fixed and f"note = 'a{char}b'\n" in fixed
+    assert "J = cg.stacked_jacobian(" in fixed and ast.parse(fixed)
+
+
+def test_fix_error_names_the_line_and_column():
+    text = "import tensorflow as tf\nh = tf.hessians(y, x)\n"
+    finding = migrate.scan_text(text)[0]
+    moved = dataclasses.replace(finding, edits=(dataclasses.replace(
+        finding.edits[0], start=(2, 3), end=(2, 9)),))
+    with pytest.raises(fixer.FixError, match=r"^no code found at line 2, column 4 to "
+                                             r"rewrite$"):
+        fixer.fix(text, [moved])
+
+
+def test_the_import_goes_after_the_first_tensorflow_import():
+    text = ('"""Doc."""\nfrom __future__ import annotations\n\nimport os\nimport tensorflow as tf\n'
+            "import numpy as np\n\nx = tf.constant(np.ones(2))\nh = tf.hessians(x ** 3, x)\n")
+    fixed = migrate.fix_text(text)
+    assert fixed.startswith('"""Doc."""\nfrom __future__ import annotations\n\nimport os\n'
+                            "import tensorflow as tf\nimport compat_grads as cg\n"
+                            "import numpy as np\n")
+
+
+def test_the_import_comes_before_the_first_rewrite_without_a_top_level_tensorflow_import():
+    text = ("try:\n    import tensorflow.compat.v1 as tf\nexcept ImportError:\n    tf = None\n"
+            "x = tf.constant([1.0])\nh = tf.hessians(x ** 3, x)\nimport os\n")
+    fixed = migrate.fix_text(text.replace("    tf = None\n", "    raise\n"))
+    lines = fixed.splitlines()
+    assert lines.index("import compat_grads as cg") < lines.index(
+        "h = [cg.hessian(tf.reduce_sum(x ** 3), x)]") < lines.index("import os")
+
+
+def test_module_aliases_assigned_to_names_are_tracked():
+    text = ("import tensorflow as tf\nK = tf.keras.backend\ntf = tf.compat.v1\n"
+            "x = tf.placeholder(tf.float32, [2])\ng = K.gradients(tf.reduce_sum(x), x)\n"
+            "h = tf.hessians(x ** 3, x)\n")
+    assert [f.code for f in migrate.scan_text(text)] == ["CG108", "CG105"]
+    shadowed = text.replace("K = tf.keras.backend\n", "K = tf.keras.backend\nK = object()\n")
+    assert [f.code for f in migrate.scan_text(shadowed)] == ["CG105"]
+
+
+def test_notebook_cells_with_ipython_syntax(tmp_path, capsys):
+    """`x = !cmd`, `name?`, `%%time` cells are scanned; `%%bash` cells are skipped; a real
+    syntax error in a cell gets a notebook-specific fix."""
+    status, report = _scan(capsys, CORPUS / "legacy_notebook.ipynb")
+    assert status == 1 and report["errors"] == []
+    assert {(f["cell"], f["line"], f["code"]) for f in report["findings"]} == _expected(
+        CORPUS / "legacy_notebook.ipynb")
+    cells = [{"cell_type": "code", "source": "import tensorflow as tf\nprint 'x'\n"}]
+    bad = _bad(tmp_path, "py2.ipynb", json.dumps({"cells": cells}).encode())
+    assert cli.main(["scan", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "cannot parse cell 1: line 2" in err and "Python 2" not in err
+    assert "exclude the notebook" in err
+
+
+@pytest.mark.parametrize("call", [
+    "tf.linalg.slogdet(m)", "tf.linalg.eig(m)", "tf.linalg.lu(m)", "tf.linalg.normalize(m)",
+    "tf.math.top_k(m, 2)", "tf.unstack(m)", "tf.split(m, 2)", "tf.meshgrid(m, m)",
+    "tf.gradients(m, m)", "tf.linalg.LinearOperatorFullMatrix(m)", "tf.random.Generator(1)",
+    "tf.random.uniform_candidate_sampler(m, 1, 1, True, 2)",
+])
+def test_ops_returning_several_tensors_are_not_one_tensor(call):
+    tree = ast.parse(f"import tensorflow as tf\nt = {call}\n")
+    names = migrate_names.Names([tree])
+    assert not names.is_tensor(tree.body[1].value) and "t" not in names.tensors

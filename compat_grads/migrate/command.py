@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import io
 import json
 import os
 import sys
@@ -137,9 +138,13 @@ def _rewrite(file: sources.SourceFile, found: list[tuple[int | None, finder.Find
 
 
 def _diff(file: sources.SourceFile, text: str) -> str:
-    before = file.units[0].source.splitlines(keepends=True)
-    return "".join(difflib.unified_diff(before, text.splitlines(keepends=True),
+    return "".join(difflib.unified_diff(_lines(file.units[0].source), _lines(text),
                                         f"a/{file.path}", f"b/{file.path}"))
+
+
+def _lines(text: str) -> list[str]:
+    """Python's lines (str.splitlines would also split on form feeds, \\x1c, \\u2028...)."""
+    return io.StringIO(text, newline="").readlines()
 
 
 def _print(report: Report, args: argparse.Namespace) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
+import re
 
 from compat_grads.migrate import patterns as pt
 from compat_grads.migrate.names import Names
@@ -13,6 +14,9 @@ from compat_grads.migrate.names import Names
 _PRIVATE = ("tensorflow.python.ops.parallel_for", "tensorflow.python.ops.gradients_impl")
 _TAPE_METHODS = ("gradient", "jacobian", "batch_jacobian")
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Module)
+# The line ends of the Python tokenizer (str.splitlines also splits on \f, \v, \x1c-\x1e,
+# \x85, \u2028 and \u2029, which would shift every line and column after them).
+_LINE_END = re.compile(r"\r\n|\r|\n")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,7 +49,7 @@ def find(tree: ast.Module, source: str, names: Names) -> list[Finding]:
 class _Finder:
     def __init__(self, tree: ast.Module, source: str, names: Names):
         self.tree, self.source, self.names = tree, source, names
-        self.lines = source.splitlines()
+        self.lines = _LINE_END.split(source)
         self.nodes = list(ast.walk(tree))
         self.parents = {id(c): p for p in self.nodes for c in ast.iter_child_nodes(p)}
         self.handled: set[int] = set()
@@ -231,8 +235,8 @@ class _Finder:
                 return node
         return None
 
-    def _jacobian_text(self, element: ast.expr, var: str, iterable: ast.expr,
-                       kind: str) -> str | None:
+    def _jacobian_text(self, element: ast.expr, var: str, iterable: ast.expr, kind: str,
+                       function: str = "stacked_jacobian") -> str | None:
         """The rewrite of stacking `element` over `var in iterable`, or None."""
         expand = _expand_dims_zero(element, self.names)
         grad = pt.indexed_grad(expand if expand is not None else element, self.names)
@@ -244,7 +248,7 @@ class _Finder:
         source = self.writer.source_of(grad) if rows else None
         if source is None or var in _names_in(grad.xs):
             return None
-        text = self.writer.call("stacked_jacobian", self.writer.rows(rows), source)
+        text = self.writer.call(function, self.writer.rows(rows), source)
         return f"{self.writer.tf}.expand_dims({text}, axis=1)" if expand is not None else text
 
     # -- CG102: tf.stack([tf.gradients(...)[0] for ...]) ------------------------------------
@@ -308,26 +312,27 @@ class _Finder:
                 not self._same_scope(node, fn)):
             return ()
         summed = _reduce_sum_of(body, self.names)
+        if summed is not None:  # the sum of tf.expand_dims(g, 0) is the sum of g
+            summed = _expand_dims_zero(summed, self.names) or summed
         element = summed if summed is not None else body
+        function = "stacked_jacobian" if summed is None else "per_element_gradients"
         if over_indices:
-            text = self._jacobian_text(element, params[0], elems, "tf.range")
+            text = self._jacobian_text(element, params[0], elems, "tf.range", function)
         else:
-            text = self._values_text(element, params[0], elems)
-        if text and summed is not None:
-            text = text.replace(f"{self.writer.cg}.stacked_jacobian(",
-                                f"{self.writer.cg}.per_element_gradients(", 1)
+            text = self._values_text(element, params[0], elems, function)
         return (self._replace(node, text),) if text else ()
 
-    def _values_text(self, element: ast.expr, param: str, elems: ast.expr) -> str | None:
+    def _values_text(self, element: ast.expr, param: str, elems: ast.expr,
+                     function: str) -> str | None:
         grad = pt.indexed_grad(element, self.names)
         if grad is None or not grad.clean or not isinstance(grad.ys, ast.Name):
             return None
         if grad.ys.id != param or param in _names_in(grad.xs) or not pt.is_pure(
-                elems, self.names) or isinstance(elems, ast.List | ast.Tuple | ast.Dict):
-            return None
+                elems, self.names) or not self.names.is_tensor(elems):
+            return None  # elems that may be a nest map a tuple per element
         source = self.writer.source_of(grad)
         rows = self.writer.rows(pt.Rows(elems, 0, None))
-        return self.writer.call("stacked_jacobian", rows, source) if source else None
+        return self.writer.call(function, rows, source) if source else None
 
     def _same_scope(self, node: ast.AST, fn: ast.AST) -> bool:
         """A named function must be defined in the scope of the call (same closure names)."""

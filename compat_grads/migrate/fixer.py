@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import libcst as cst
+from libcst.helpers import get_full_name_for_node
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from compat_grads.migrate.finder import Edit, Finding
+from compat_grads.migrate.names import canonical
 
 
 class FixError(Exception):
@@ -24,22 +26,26 @@ def fix(source: str, findings: list[Finding]) -> str:
         module = MetadataWrapper(cst.parse_module(source))
     except cst.ParserSyntaxError as err:
         raise FixError(f"LibCST cannot parse it: {err.message}") from err
-    rewrite = _Rewrite(edits)
+    imports = list(dict.fromkeys(i for f in findings if f.edits for i in f.imports))
+    rewrite = _Rewrite(edits, imports)
     fixed = module.visit(rewrite)
     if rewrite.pending:
-        raise FixError(f"no code found at line {min(rewrite.pending)[0]} to rewrite")
-    imports = list(dict.fromkeys(i for f in findings if f.edits for i in f.imports))
-    return _add_imports(fixed, imports).code
+        (line, column), _ = min(rewrite.pending)
+        raise FixError(f"no code found at line {line}, column {column + 1} to rewrite")
+    return fixed.code
 
 
 class _Rewrite(cst.CSTTransformer):
     """Replaces expressions and deletes statements found by exact position; the comments of
-    a deleted statement move to the next statement kept."""
+    a deleted statement move to the next statement kept. Adds `imports` (those not already
+    there) where they run before any rewritten code: see `_import_index`."""
 
     METADATA_DEPENDENCIES = (PositionProvider,)
 
-    def __init__(self, edits: list[Edit]):
+    def __init__(self, edits: list[Edit], imports: list[str]):
         super().__init__()
+        self.imports = imports
+        self.starts = [e.start for e in edits]
         self.replace = {(e.start, e.end): e.text for e in edits if e.text is not None}
         self.delete = {e.start for e in edits if e.text is None}
         self.pending = set(self.replace) | {(s, s) for s in self.delete}
@@ -62,18 +68,42 @@ class _Rewrite(cst.CSTTransformer):
         return updated_node.with_changes(body=self._kept(original_node.body, updated_node.body))
 
     def leave_Module(self, original_node, updated_node):
-        return updated_node.with_changes(body=self._kept(original_node.body, updated_node.body))
+        indexed = self._kept(original_node.body, updated_node.body, indexed=True)
+        present = {original_node.code_for_node(s).strip() for s in original_node.body}
+        new = [cst.parse_statement(i + "\n") for i in self.imports if i not in present]
+        at = self._import_index(original_node.body)
+        split = sum(1 for index, _ in indexed if index < at)
+        body = [node for _, node in indexed]
+        return updated_node.with_changes(body=body[:split] + new + body[split:])
 
-    def _kept(self, originals, updated) -> list[cst.BaseStatement]:
+    def _import_index(self, body) -> int:
+        """Where the new imports go (an index into the original top-level statements): right
+        after the first top-level TensorFlow import (else after the leading docstring and
+        imports), but never after the first statement that holds a rewrite, so they are
+        bound before any rewritten code runs."""
+        first_tf = next((i + 1 for i, s in enumerate(body) if _imports_tensorflow(s)), None)
+        if first_tf is None:
+            first_tf = _after_docstring(body)
+            while first_tf < len(body) and _is_import(body[first_tf]):
+                first_tf += 1
+        uses = [i for i, s in enumerate(body) if self._holds_edit(s)]
+        return min([first_tf, *uses])
+
+    def _holds_edit(self, node: cst.CSTNode) -> bool:
+        start, end = self._range(node)
+        return any(start <= at < end for at in self.starts)
+
+    def _kept(self, originals, updated, indexed: bool = False) -> list:
         kept, carried = [], []
-        for original, node in zip(originals, updated):
+        for index, (original, node) in enumerate(zip(originals, updated)):
             start = self._range(original)[0]
             if start in self.delete:
                 self.pending.discard((start, start))
                 carried += [*node.leading_lines, *_comments(node, node.leading_lines)]
             else:
-                kept.append(node.with_changes(leading_lines=[*carried, *node.leading_lines])
-                            if carried else node)
+                node = (node.with_changes(leading_lines=[*carried, *node.leading_lines])
+                        if carried else node)
+                kept.append((index, node) if indexed else node)
                 carried = []
         return kept
 
@@ -93,15 +123,20 @@ def _comments(node: cst.CSTNode, skip) -> list[cst.EmptyLine]:
     return found
 
 
-def _add_imports(module: cst.Module, imports: list[str]) -> cst.Module:
-    """Adds each import statement not already present, after the last top-level import."""
-    present = {module.code_for_node(s).strip() for s in module.body}
-    new = [cst.parse_statement(i + "\n") for i in imports if i not in present]
-    if not new:
-        return module
-    body = list(module.body)
-    at = max((i + 1 for i, s in enumerate(body) if _is_import(s)), default=_after_docstring(body))
-    return module.with_changes(body=body[:at] + new + body[at:])
+def _imports_tensorflow(stmt: cst.BaseStatement) -> bool:
+    """Whether `stmt` is a top-level import line of TensorFlow (or Keras)."""
+    if not _is_import(stmt):
+        return False
+    for node in stmt.body:
+        if isinstance(node, cst.Import):
+            dotted = [get_full_name_for_node(a.name) for a in node.names]
+        elif node.module is not None and not node.relative:
+            dotted = [get_full_name_for_node(node.module)]
+        else:
+            dotted = []
+        if any(d and canonical(d) is not None for d in dotted):
+            return True
+    return False
 
 
 def _is_import(stmt: cst.BaseStatement) -> bool:
@@ -109,7 +144,7 @@ def _is_import(stmt: cst.BaseStatement) -> bool:
         isinstance(s, cst.Import | cst.ImportFrom) for s in stmt.body)
 
 
-def _after_docstring(body: list[cst.BaseStatement]) -> int:
+def _after_docstring(body) -> int:
     first = body[0] if body else None
     docstring = (isinstance(first, cst.SimpleStatementLine) and isinstance(first.body[0], cst.Expr)
                  and isinstance(first.body[0].value, cst.SimpleString | cst.ConcatenatedString))

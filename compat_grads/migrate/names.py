@@ -6,7 +6,7 @@ bound otherwise is dropped, so a look-alike never produces a finding."""
 from __future__ import annotations
 
 import ast
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 
 _ROOTS = {"tensorflow": "tf", "tf": "tf", "keras": "tf.keras"}
@@ -16,10 +16,21 @@ _TENSOR_CALLS = frozenset(f"tf.{n}" for n in (
     "Variable constant placeholder get_variable convert_to_tensor zeros ones fill eye range "
     "linspace zeros_like ones_like random_normal random_uniform truncated_normal reshape "
     "matmul concat stack cast identity squeeze expand_dims transpose tile reduce_sum "
-    "reduce_mean reduce_prod exp log sin cos tanh sigmoid square sqrt pow einsum abs"
+    "reduce_mean reduce_prod exp log sin cos tanh sigmoid square sqrt pow einsum abs maximum "
+    "minimum add subtract multiply divide negative nn.softmax nn.log_softmax nn.relu "
+    "nn.sigmoid nn.tanh nn.softplus nn.elu nn.bias_add"
 ).split())
 _TENSOR_PREFIXES = ("tf.random.", "tf.math.", "tf.linalg.")
-_TUPLE_CALLS = frozenset({"tf.math.top_k", "tf.linalg.eigh", "tf.linalg.svd", "tf.linalg.qr"})
+# Under those prefixes, calls that return a tuple, a list or no tensor at all. Classes
+# (`tf.linalg.LinearOperator...`, `tf.random.Generator`) and the `experimental` namespaces
+# are excluded by rule in `Names.is_tensor`.
+_TUPLE_CALLS = frozenset(f"tf.{n}" for n in (
+    "math.top_k math.approx_max_k math.approx_min_k linalg.eigh linalg.eig linalg.svd "
+    "linalg.qr linalg.lu linalg.slogdet linalg.normalize linalg.eigh_tridiagonal "
+    "random.set_seed random.get_global_generator random.all_candidate_sampler "
+    "random.fixed_unigram_candidate_sampler random.learned_unigram_candidate_sampler "
+    "random.log_uniform_candidate_sampler random.uniform_candidate_sampler"
+).split())
 
 
 def canonical(dotted: str) -> str | None:
@@ -51,6 +62,9 @@ class Names:
         others = _other_bindings(nodes)
         self.bound = set(imported) | others | set(self.modules)
         self.aliases = {k: v for k, v in imported.items() if k not in others}
+        for _ in range(2):  # `tf = tf.compat.v1` first, then `K = tf.keras.backend`
+            self.aliases.update((k, v) for k, v in _assigned_aliases(
+                nodes, imported, self.aliases).items() if k not in self.modules)
         self.functions: dict[str, list[ast.FunctionDef]] = defaultdict(list)
         for node in nodes:
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
@@ -83,8 +97,12 @@ class Names:
             return node.id in self.tensors
         if isinstance(node, ast.Call):
             name = self.qualname(node)
-            return name is not None and name not in _TUPLE_CALLS and (
-                name in _TENSOR_CALLS or name.startswith(_TENSOR_PREFIXES))
+            if name is None or name in _TUPLE_CALLS:
+                return False
+            last = name.rpartition(".")[2]
+            return name in _TENSOR_CALLS or (
+                name.startswith(_TENSOR_PREFIXES) and ".experimental." not in name
+                and not last[:1].isupper())
         if isinstance(node, ast.BinOp):
             return self.is_tensor(node.left) or self.is_tensor(node.right)
         if isinstance(node, ast.UnaryOp | ast.Subscript):
@@ -111,6 +129,38 @@ def _imports(nodes: list[ast.AST]) -> tuple[dict[str, str], dict[str, str]]:
             else:
                 modules[local] = dotted
     return aliases, modules
+
+
+def _assigned_aliases(nodes: list[ast.AST], imported: dict[str, str],
+                      clean: dict[str, str]) -> dict[str, str]:
+    """`K = tf.keras.backend` (or `tf = tf.compat.v1`): names bound only by plain assignments
+    (and imports) of one TensorFlow module or function, spelled with a `clean` alias (or the
+    name itself)."""
+    stores = Counter(n.id for n in nodes if isinstance(n, ast.Name)
+                     and isinstance(n.ctx, ast.Store | ast.Del))
+    special = _other_bindings([n for n in nodes if not isinstance(n, ast.Name)])
+    targets: dict[str, set] = defaultdict(set)
+    counts: Counter = Counter()
+    for node in nodes:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)):
+            continue
+        parts, value = [], node.value
+        while isinstance(value, ast.Attribute):
+            parts.append(value.attr)
+            value = value.value
+        name = node.targets[0].id
+        if isinstance(value, ast.Name) and value.id in imported and (
+                value.id in clean or value.id == name):
+            targets[name].add(canonical(".".join([imported[value.id], *reversed(parts)])))
+            counts[name] += 1
+    aliases = {}
+    for name, resolved in targets.items():
+        if name in imported:
+            resolved = resolved | {imported[name]}
+        if counts[name] == stores[name] and name not in special and len(resolved) == 1:
+            aliases[name] = next(iter(resolved))
+    return aliases
 
 
 def _imported_names(node: ast.AST) -> list[tuple[str, str]]:

@@ -73,13 +73,18 @@ def indexed_grad(node: ast.AST, names: Names) -> Grad | None:
 
 
 def _full_slice(node: ast.expr) -> bool:
-    return (isinstance(node, ast.Slice) and node.lower is node.upper is node.step is None) or (
-        isinstance(node, ast.Constant) and node.value is Ellipsis)
+    """`:` only: an Ellipsis (`y[..., i]`) indexes the LAST axis, not axis 0 or 1."""
+    return isinstance(node, ast.Slice) and node.lower is node.upper is node.step is None
 
 
 def index_rows(target: ast.expr, var: str, count: ast.expr | None, names: Names) -> Rows | None:
-    """`y[i]` / `y[i, :]` (rows) or `y[:, i]` (columns) with `i` running over `range(count)`."""
-    if not isinstance(target, ast.Subscript) or not is_pure(target.value, names):
+    """`y[i]` / `y[i, :]` (rows) or `y[:, i]` (columns) with `i` running over `range(count)`,
+    for a `y` that is provably one tensor (a list's `.shape` or mixed-shape rows would break
+    the rewrite) and a `count` that may be evaluated twice."""
+    if not (isinstance(target, ast.Subscript) and is_pure(target.value, names)
+            and names.is_tensor(target.value)):
+        return None
+    if count is not None and not is_pure_count(count, names):
         return None
     index = target.slice
     elts = index.elts if isinstance(index, ast.Tuple) else [index]
@@ -113,12 +118,38 @@ def range_count(iterable: ast.expr, names: Names, tf_range: bool = False) -> ast
     return iterable.args[0] if builtin else None
 
 
+def is_pure_count(node: ast.expr, names: Names) -> bool:
+    """Whether a loop count is safe to copy into a rewrite (where it may be evaluated twice):
+    names, constants, attribute / subscript chains, arithmetic, `len(...)`, `int(...)`,
+    `tf.shape(...)`, `x.get_shape()`, `.as_list()`; never any other call."""
+    if isinstance(node, ast.Name | ast.Constant):
+        return True
+    if isinstance(node, ast.Attribute):
+        return is_pure_count(node.value, names)
+    if isinstance(node, ast.Subscript):
+        return is_pure_count(node.value, names) and is_pure_count(node.slice, names)
+    if isinstance(node, ast.BinOp):
+        return is_pure_count(node.left, names) and is_pure_count(node.right, names)
+    if isinstance(node, ast.UnaryOp):
+        return is_pure_count(node.operand, names)
+    if not isinstance(node, ast.Call) or node.keywords or any(
+            isinstance(a, ast.Starred) for a in node.args):
+        return False
+    func = node.func
+    if isinstance(func, ast.Name) and func.id in _PURE_BUILTINS and func.id not in names.bound:
+        return len(node.args) == 1 and is_pure_count(node.args[0], names)
+    if names.qualname(node) == "tf.shape":
+        return len(node.args) == 1 and is_pure_count(node.args[0], names)
+    return _is_shape_call(node) and not node.args and is_pure_count(func.value, names)
+
+
 def is_pure(node: ast.expr, names: Names) -> bool:
     """Whether building `node` twice is the same as once: names, indexing, arithmetic, a few
     stateless TensorFlow ops; never a user call (it could create variables)."""
     if isinstance(node, ast.Call):
         name = names.qualname(node)
-        builtin = isinstance(node.func, ast.Name) and node.func.id in _PURE_BUILTINS
+        builtin = (isinstance(node.func, ast.Name) and node.func.id in _PURE_BUILTINS
+                   and node.func.id not in names.bound)
         if not (builtin or name in _PURE_CALLS or _is_shape_call(node)):
             return False
     elif not isinstance(node, ast.Name | ast.Constant | ast.Attribute | ast.Subscript | ast.Slice
@@ -176,9 +207,12 @@ class Writer:
         if rows.count is not None and not _covers(rows.count, rows, self.names):
             count = self.text(rows.count)
             array = f"{array}[:{count}]" if rows.axis == 0 else f"{array}[:, :{count}]"
-        axes = (f"list(range(1, {array}.shape.ndims))" if rows.axis == 0
-                else f"[0, *range(2, {array}.shape.ndims)]")
-        return f"{self.tf}.reduce_sum({array}, axis={axes})"
+        # tf.rank works for an unknown rank too (`.shape.ndims` would be None there), and
+        # reduce_sum still infers the static shape where the rank is known.
+        tf = self.tf
+        axes = (f"{tf}.range(1, {tf}.rank({array}))" if rows.axis == 0
+                else f"{tf}.concat([[0], {tf}.range(2, {tf}.rank({array}))], 0)")
+        return f"{tf}.reduce_sum({array}, axis={axes})"
 
     def source_of(self, grad: Grad) -> str | None:
         """The one source `tf.gradients(ys, xs)[k]` differentiates with respect to."""

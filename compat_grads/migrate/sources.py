@@ -18,8 +18,16 @@ from collections.abc import Iterator
 MAX_BYTES = 5 * 1024 * 1024
 SUFFIXES = (".py", ".ipynb")
 _SKIP_DIRS = frozenset({"__pycache__", "node_modules", "site-packages"})
-# IPython magics and shell escapes are not Python; they become `pass` (same line numbers).
-_MAGIC = re.compile(r"^([ \t]*)[%!?].*$", re.MULTILINE)
+# IPython magics, shell escapes and help requests are not Python; they become `pass` (same
+# line numbers): `%magic`, `!cmd`, `?name`, `name?` / `name??`.
+_MAGIC = re.compile(r"^([ \t]*)(?:[%!?].*|[A-Za-z_*][\w*]*(?:\.[\w*]+)*\?\??[ \t]*)$",
+                    re.MULTILINE)
+# `files = !ls`, `out = %sx ls`: the name stays bound (to None), so look-alike checks see it.
+_ASSIGNED_MAGIC = re.compile(
+    r"^([ \t]*)([A-Za-z_][\w.]*(?:[ \t]*,[ \t]*[A-Za-z_][\w.]*)*)[ \t]*=[ \t]*[!%].*$",
+    re.MULTILINE)
+# Cell magics whose body is Python run by IPython: only their first line is not Python.
+_PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun"})
 
 
 class ScanError(Exception):
@@ -111,14 +119,18 @@ def _decode(raw: bytes) -> tuple[str, str]:
                         ) from err
 
 
-def parse(text: str, path: str, where: str = "") -> ast.Module:
-    """Parses `text`; raises ScanError with the line and a fix for invalid Python."""
+def parse(text: str, path: str, where: str = "", cell: bool = False) -> ast.Module:
+    """Parses `text` (a notebook cell when `cell`); raises ScanError with the line and a fix
+    for invalid Python."""
     try:
         return ast.parse(text, filename=path)
     except SyntaxError as err:
-        raise ScanError(f"cannot parse{where}: line {err.lineno}: {err.msg} (fix: make it "
-                        "valid Python 3 for this interpreter, e.g. port Python 2 code, or "
-                        "exclude the file)") from err
+        fix = ("make the cell valid Python 3 for this interpreter (IPython magics, `!` shell "
+               "escapes and `name?` help lines are skipped), or exclude the notebook" if cell
+               else "make it valid Python 3 for this interpreter, e.g. port Python 2 code, "
+               "or exclude the file")
+        raise ScanError(f"cannot parse{where}: line {err.lineno}: {err.msg} (fix: {fix})"
+                        ) from err
     except (ValueError, RecursionError, MemoryError) as err:
         raise ScanError(f"cannot parse{where}: {type(err).__name__}: {err} (fix: exclude the "
                         "file)") from err
@@ -135,13 +147,25 @@ def _notebook_units(path: str, raw: bytes) -> list[Unit]:
                         "save it in Jupyter, or exclude it)") from err
     units = []
     for number, text in texts:
-        python = "" if text.lstrip().startswith("%%") else _MAGIC.sub(_as_pass, text)
-        units.append(Unit(number, python, parse(python, path, f" cell {number}")))
+        python = _cell_python(text)
+        units.append(Unit(number, python, parse(python, path, f" cell {number}", cell=True)))
     return units
 
 
-def _as_pass(match: re.Match) -> str:
-    return match.group(1) + "pass"
+def _cell_python(text: str) -> str:
+    """The Python of one code cell, line numbers kept: magics and shell escapes become
+    `pass`; a cell magic that runs Python (`%%time`) loses its first line only, any other
+    (`%%bash`, `%%writefile`) the whole cell."""
+    lines = text.split("\n")
+    first = next((i for i, line in enumerate(lines) if line.strip()), None)
+    if first is not None and lines[first].lstrip().startswith("%%"):
+        magic = re.match(r"%%(\w*)", lines[first].lstrip()).group(1)
+        if magic not in _PYTHON_CELL_MAGICS:
+            return ""
+        lines[first] = ""
+        text = "\n".join(lines)
+    text = _ASSIGNED_MAGIC.sub(lambda m: f"{m.group(1)}{m.group(2)} = None", text)
+    return _MAGIC.sub(lambda m: m.group(1) + "pass", text)
 
 
 def write_atomic(file: SourceFile, text: str) -> None:

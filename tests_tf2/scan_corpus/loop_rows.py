@@ -1,5 +1,6 @@
 """Loops that collect tf.gradients rows: plain append, a temporary, columns, a list of
-sources, a source of unknown kind inside a function, and aliases of tf.gradients."""
+sources, a source of unknown kind inside a function, and aliases of tf.gradients. (A target
+of unknown kind, such as a parameter, is report only: it may be a list.)"""
 # exec: same
 import numpy as np
 import tensorflow as tf
@@ -27,14 +28,14 @@ for i in range(2):
 J3 = tf.stack(per_w)
 
 
-def jacobian_of(t, s):
+def jacobian_of(s):
     out = []
     for r in range(2):
-        out.append(tf.compat.v1.gradients(t[r], s)[0])  # expect: CG101
+        out.append(tf.compat.v1.gradients(y[r], s)[0])  # expect: CG101
     return tf.stack(out)
 
 
-J4 = jacobian_of(y, x)
+J4 = jacobian_of(x)
 
 with tf.compat.v1.Session() as sess:
     result = sess.run([J1, J2, J3, J4])
