@@ -64,11 +64,11 @@ def _nested_tapes(f, x):
     return outer.batch_jacobian(gradient, x)
 
 
-def _time(workload, recipes, reference, repeats):
+def _time(workload, recipes, reference, repeats, as_array=np.asarray):
     """Checks every recipe against `reference`, then times them side by side."""
-    want = np.asarray(reference())
+    want = as_array(reference())
     for name, fn in recipes.items():
-        got = np.asarray(fn())
+        got = as_array(fn())
         np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-4 * max(1.0, np.abs(want).max()),
                                    err_msg=f"{workload}: {name} disagrees with compat_grads")
     times = interleaved_ms(recipes, repeats)
@@ -250,21 +250,20 @@ def per_example(kind, batch, repeats):
 
     def loop():
         rows = [one(x[s], y[s]) for s in range(batch)]
-        return tf.concat([tf.reshape(tf.stack(c), [batch, -1]) for c in zip(*rows)], 1)
+        return [tf.stack(column) for column in zip(*rows)]
 
-    def flat(grads):
-        return tf.concat([tf.reshape(g, [batch, -1]) for g in grads], 1)
+    def flat(grads):  # for the check only: every recipe returns one tensor per weight
+        return np.concatenate([np.reshape(g, (batch, -1)) for g in grads], 1)
 
     logits_loss = lambda t, p: loss(t, p, from_logits=True)  # noqa: E731
-    in_function = tf.function(lambda x, y: flat(cg.per_example_gradients(
-        logits_loss, model, x, y)))
-    vectorized = tf.function(lambda x, y: flat(tf.vectorized_map(lambda a: one(*a), (x, y))))
+    in_function = tf.function(lambda x, y: cg.per_example_gradients(logits_loss, model, x, y))
+    vectorized = tf.function(lambda x, y: tf.vectorized_map(lambda a: one(*a), (x, y)))
     recipes = {
-        f"{OURS} per_example_gradients, eager": lambda: flat(
-            cg.per_example_gradients(logits_loss, model, x, y)),
+        f"{OURS} per_example_gradients, eager": lambda: cg.per_example_gradients(
+            logits_loss, model, x, y),
         f"{OURS} per_example_gradients in tf.function": lambda: in_function(x, y),
         "eager loop of GradientTape.gradient over examples": loop,
         "vectorized_map(GradientTape) in tf.function": lambda: vectorized(x, y),
     }
     return _time(f"per-example gradients, {kind} (b={batch})", recipes,
-                 recipes[f"{OURS} per_example_gradients, eager"], repeats)
+                 recipes[f"{OURS} per_example_gradients, eager"], repeats, as_array=flat)
