@@ -28,6 +28,8 @@ def _parser():
                        help="also require graph-backend routes to agree bit for bit")
     check.add_argument("--tf-log", action="store_true",
                        help="show TensorFlow's native log while the matrix runs")
+    check.add_argument("--models", action="store_true",
+                       help="run the Keras model matrix (tf_keras models) instead")
     bench.add_arguments(commands.add_parser(
         "bench", help="time compat_grads against the recipes users write (ratios)"))
     migrate.add_arguments(commands.add_parser(
@@ -43,6 +45,8 @@ def main(argv=None) -> int:
         return suite.bench(args)
     if args.command == "scan":
         return migrate.run(args)
+    if args.models:
+        return check_models(args.pattern, args.json, args.tf_log)
     return check(args.pattern, args.json, args.strict_bitwise, args.tf_log)
 
 
@@ -86,9 +90,31 @@ def check(pattern=None, as_json=False, bitwise=False, tf_log=False) -> int:
         records = [_record(item, *checks.check_item(item, routes.TF2_ROUTES, "tf1.tensor",
                                                     tf1[item.id], bitwise))
                    for item in items]
+    return _report(tf.__version__, records, as_json)
+
+
+def check_models(pattern=None, as_json=False, tf_log=False) -> int:
+    """The Keras model matrix (compat_grads.testing.models), reported like `check`."""
+    from compat_grads._tf import tf
+    from compat_grads.testing import models
+
+    tf.get_logger().setLevel("ERROR")
+    items = models.items(pattern)
+    if not items:
+        print(f"compat-grads check: no model item matches -k {pattern!r}", file=sys.stderr)
+        return 2
+    print(f"compat-grads check --models: TensorFlow {tf.__version__}, {len(items)} items; "
+          f"running the TF1 graph route in a separate process...", file=sys.stderr)
+    with _native_stderr_to_file(tf_log):
+        tf1 = models.run_tf1_process(pattern)
+        records = [_record(item, *models.check_item(item, tf1[item.id])) for item in items]
+    return _report(tf.__version__, records, as_json)
+
+
+def _report(version, records, as_json) -> int:
     rows = _rows(records)
-    print(json.dumps({"tensorflow": tf.__version__, "rows": rows, "items": records},
-                     indent=1) if as_json else _table(rows))
+    print(json.dumps({"tensorflow": version, "rows": rows, "items": records}, indent=1)
+          if as_json else _table(rows))
     return 1 if any(row["verdict"] != "ok" for row in rows) else 0
 
 

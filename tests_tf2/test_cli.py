@@ -53,3 +53,15 @@ def test_python_dash_m_prints_the_table():
     assert lines[2].endswith(" | ok")
     assert float(lines[2].split(" | ")[4]) < 1e-4
     assert np.isfinite(float(lines[2].split(" | ")[3]))
+
+
+def test_check_models_runs_the_keras_matrix(capsys):
+    assert cli.main(["check", "--models", "-k", "mlp-per_example_gradients", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    (row,) = report["rows"]
+    assert (row["case"], row["function"], row["verdict"]) == ("mlp", "per_example_gradients",
+                                                              "ok")
+    assert row["shapes"] == ["(4, 5, 6), (4, 6), (4, 6, 3), (4, 3)"]
+    assert {r for item in report["items"] for r in item["routes"]} == {
+        "tf1", "v1graph", "function", "eager", "eager.uncompiled"}
+    assert cli.main(["check", "--models", "-k", "no-such-model"]) == 2

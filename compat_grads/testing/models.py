@@ -14,8 +14,12 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import itertools
+import os
 import pickle
+import subprocess
 import sys
+import tempfile
 import warnings
 import zlib
 from collections.abc import Callable
@@ -151,6 +155,12 @@ class ModelItem:
     function: str
     options: tuple = ()
 
+    unconnected = "none"  # as a matrix Item, for the reports of `compat-grads check`
+
+    @property
+    def strategy(self) -> str | None:
+        return dict(self.options).get("strategy")
+
     @property
     def id(self) -> str:
         extra = "-".join(f"{k}{v}" for k, v in self.options)
@@ -160,7 +170,8 @@ class ModelItem:
         return self.id
 
 
-def items() -> list:
+def items(pattern: str | None = None) -> list:
+    """Every model item, or those whose id matches the glob / substring `pattern`."""
     out = []
     for case in CASES:
         for options in case.strategies:
@@ -168,6 +179,9 @@ def items() -> list:
         out.append(ModelItem(case, "weights_jacobian"))
         if case.vocabulary is None:
             out.append(ModelItem(case, "batch_jacobian"))
+    if pattern:
+        glob = pattern if any(ch in pattern for ch in "*?[") else f"*{pattern}*"
+        out = [item for item in out if fnmatch.fnmatch(item.id, glob)]
     return out
 
 
@@ -392,19 +406,54 @@ def problems(item: ModelItem, route: str, outcome: Outcome, expected: list) -> l
     return found
 
 
+def check_item(item: ModelItem, tf1: Outcome):
+    """Runs `item` on every TF2 route, with `tf1` from the TF1 process, against the oracle
+    and pairwise. Returns (problems, outcomes by route, largest scaled error against the
+    oracle, largest scaled difference between routes)."""
+    expected = oracle(item)
+    outcomes = {route: run(item, route) for route in TF2_ROUTES}
+    outcomes["tf1"] = tf1
+    found = [p for route, outcome in outcomes.items()
+             for p in problems(item, route, outcome, expected)]
+    working = [o.values for o in outcomes.values() if o.error is None]
+    oracle_error = max((scaled_error(v, w) for values in working
+                        for v, w in zip(values, expected) if v is not None), default=0.0)
+    difference = 0.0
+    for first, second in itertools.combinations(working, 2):
+        difference = max([difference, *(scaled_error(a, b) for a, b in zip(first, second)
+                                        if a is not None and b is not None)])
+    if difference > TOLERANCE["float32"]:
+        found.append(f"{item.id}: routes differ by {difference:.3g} (scaled)")
+    return found, outcomes, oracle_error, difference
+
+
+def run_tf1_process(pattern: str | None = None, timeout: int = 900) -> dict:
+    """{item id: Outcome} of the TF1 route, run in a new process with v2 behaviour off."""
+    with tempfile.TemporaryDirectory() as folder:
+        out = os.path.join(folder, "models.pickle")
+        command = [sys.executable, "-m", "compat_grads.testing.models", out]
+        done = subprocess.run(command + ([pattern] if pattern else []), capture_output=True,
+                              text=True, timeout=timeout)
+        if done.returncode != 0:
+            raise RuntimeError(f"the TF1 model worker failed ({done.returncode}):\n"
+                               f"{done.stderr[-4000:]}")
+        with open(out, "rb") as handle:
+            return pickle.load(handle)
+
+
 def _matches(item, route, patterns) -> bool:
     return any(fnmatch.fnmatch(f"{item.function}@{route}", p) for p in patterns)
 
 
 def main(argv=None) -> int:
-    """`python -m compat_grads.testing.models OUT`: every item on the TF1 route, with v2
-    behaviour disabled, pickled to OUT as {item id: Outcome}."""
+    """`python -m compat_grads.testing.models OUT [PATTERN]`: the items on the TF1 route,
+    with v2 behaviour disabled, pickled to OUT as {item id: Outcome}."""
     argv = sys.argv[1:] if argv is None else argv
     tf.compat.v1.disable_v2_behavior()
     from compat_grads.testing import tolerances
 
     tolerances.pin_runtime_for_bitwise()
-    results = {item.id: run(item, "tf1") for item in items()}
+    results = {item.id: run(item, "tf1") for item in items(*argv[1:2])}
     with open(argv[0], "wb") as handle:
         pickle.dump(results, handle)
     return 0
