@@ -304,6 +304,8 @@ def _per_example(name, loss_fn, model, weights, batch, how, independent):
     def loss_of_example(i):
         return lambda ws: tf.reduce_sum(losses(_models.example(x, i), _models.example(y, i), 1))
 
+    # Example 0's problem picks the backend; the graph backend also walks its forward pass
+    # for TF1 control flow before trying pfor (ops that nothing runs).
     problem = st.make_problem(name, loss_of_example(0), weights)
     backend = dispatch.backend_for(problem)
     return problem.pack(_jacobians.per_example_rows(backend, loss_of_example, count, how))

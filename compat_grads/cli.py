@@ -71,50 +71,46 @@ def _native_stderr_to_file(keep: bool):
 
 def check(pattern=None, as_json=False, bitwise=False, tf_log=False) -> int:
     """Runs the matrix; prints the table (or JSON); returns 1 on any mismatch, else 0."""
-    from compat_grads._tf import tf
     from compat_grads.testing import checks, matrix, routes
 
-    tf.get_logger().setLevel("ERROR")  # the matrix retraces on purpose; keep the table clean
     if bitwise:
         from compat_grads.testing import tolerances
 
         tolerances.pin_runtime_for_bitwise()
-    items = matrix.items(pattern)
-    if not items:
-        print(f"compat-grads check: no matrix item matches -k {pattern!r}", file=sys.stderr)
-        return 2
-    print(f"compat-grads check: TensorFlow {tf.__version__}, {len(items)} items; running the "
-          f"TF1 graph routes in a separate process...", file=sys.stderr)
-    with _native_stderr_to_file(tf_log):
+
+    def records(items):
         tf1 = checks.run_tf1_process(items, routes.TF1_ROUTES, bitwise)
-        records = [_record(item, *checks.check_item(item, routes.TF2_ROUTES, "tf1.tensor",
-                                                    tf1[item.id], bitwise))
-                   for item in items]
-    return _report(tf.__version__, records, as_json)
+        return [_record(item, *checks.check_item(item, routes.TF2_ROUTES, "tf1.tensor",
+                                                 tf1[item.id], bitwise)) for item in items]
+    return _check("matrix", matrix.items(pattern), records, pattern, as_json, tf_log)
 
 
 def check_models(pattern=None, as_json=False, tf_log=False) -> int:
     """The Keras model matrix (compat_grads.testing.models), reported like `check`."""
-    from compat_grads._tf import tf
     from compat_grads.testing import models
 
-    tf.get_logger().setLevel("ERROR")
-    items = models.items(pattern)
-    if not items:
-        print(f"compat-grads check: no model item matches -k {pattern!r}", file=sys.stderr)
-        return 2
-    print(f"compat-grads check --models: TensorFlow {tf.__version__}, {len(items)} items; "
-          f"running the TF1 graph route in a separate process...", file=sys.stderr)
-    with _native_stderr_to_file(tf_log):
+    def records(items):
         tf1 = models.run_tf1_process(pattern)
-        records = [_record(item, *models.check_item(item, tf1[item.id])) for item in items]
-    return _report(tf.__version__, records, as_json)
+        return [_record(item, *models.check_item(item, tf1[item.id])) for item in items]
+    return _check("model", models.items(pattern), records, pattern, as_json, tf_log)
 
 
-def _report(version, records, as_json) -> int:
+def _check(kind, items, records_of, pattern, as_json, tf_log) -> int:
+    """The shared frame of both checks: `records_of(items)` runs the TF1 process and the
+    TF2 routes; returns the exit status."""
+    from compat_grads._tf import tf
+
+    tf.get_logger().setLevel("ERROR")  # the matrix retraces on purpose; keep the table clean
+    if not items:
+        print(f"compat-grads check: no {kind} item matches -k {pattern!r}", file=sys.stderr)
+        return 2
+    print(f"compat-grads check: TensorFlow {tf.__version__}, {len(items)} {kind} items; "
+          f"running the TF1 graph routes in a separate process...", file=sys.stderr)
+    with _native_stderr_to_file(tf_log):
+        records = records_of(items)
     rows = _rows(records)
-    print(json.dumps({"tensorflow": version, "rows": rows, "items": records}, indent=1)
-          if as_json else _table(rows))
+    print(json.dumps({"tensorflow": tf.__version__, "rows": rows, "items": records},
+                     indent=1) if as_json else _table(rows))
     return 1 if any(row["verdict"] != "ok" for row in rows) else 0
 
 
