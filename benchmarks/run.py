@@ -7,7 +7,7 @@ DIR/tf1_graph.png. Run it on a quiet machine; the ratios are what to read, not t
 
 import sys
 
-from compat_grads.bench.suite import main
+from compat_grads.cli import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(["bench", *sys.argv[1:]]))

@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import math
-import os
+import signal
 import sys
-import tempfile
+import threading
+import time
+from collections.abc import Callable
 
-from compat_grads import bench, migrate
+from compat_grads import _progress, _quiet, bench, migrate
 
 _HEADER = ("case", "function", "shape", "max |route diff|", "max err vs oracle", "verdict")
 
@@ -21,15 +24,24 @@ _HEADER = ("case", "function", "shape", "max |route diff|", "max err vs oracle",
 def _parser():
     parser = argparse.ArgumentParser(prog="compat-grads", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    check = commands.add_parser("check", help="run the test matrix on the installed TF")
+    check = commands.add_parser(
+        "check", help="run the test matrix on the installed TF",
+        description="Runs the shared test matrix on this TensorFlow: by default a quick "
+                    "check (" + _QUICK_DOC + "); --full for every item.")
     check.add_argument("-k", dest="pattern", help="only items whose id matches (glob or text)")
+    check.add_argument("--full", action="store_true",
+                       help="run every item of the matrix, not the quick check's subset")
     check.add_argument("--json", action="store_true", help="print JSON instead of a table")
     check.add_argument("--strict-bitwise", action="store_true",
                        help="also require graph-backend routes to agree bit for bit")
-    check.add_argument("--tf-log", action="store_true",
-                       help="show TensorFlow's native log while the matrix runs")
     check.add_argument("--models", action="store_true",
                        help="run the Keras model matrix (tf_keras models) instead")
+    check.add_argument("--quiet", action="store_true",
+                       help="no progress bar or heartbeat on stderr")
+    check.add_argument("--heartbeat", type=float, default=5.0, metavar="SECONDS",
+                       help="seconds between progress lines when stderr is not a terminal "
+                            "(default 5)")
+    _quiet.add_argument(check)
     bench.add_arguments(commands.add_parser(
         "bench", help="time compat_grads against the recipes users write (ratios)"))
     migrate.add_arguments(commands.add_parser(
@@ -37,81 +49,142 @@ def _parser():
     return parser
 
 
+_QUICK_DOC = ("every case, function, route, strategy, unconnected mode, chunk_size and "
+              "independent=False at least once")
+
+
 def main(argv=None) -> int:
+    started = time.monotonic()
     args = _parser().parse_args(argv)
+    if args.command == "scan":
+        return migrate.run(args)
+    tf = _quiet.import_tensorflow(args.tf_log)
     if args.command == "bench":
         from compat_grads.bench import suite
 
         return suite.bench(args)
-    if args.command == "scan":
-        return migrate.run(args)
-    if args.models:
-        return check_models(args.pattern, args.json, args.tf_log)
-    return check(args.pattern, args.json, args.strict_bitwise, args.tf_log)
-
-
-@contextlib.contextmanager
-def _native_stderr_to_file(keep: bool):
-    """TensorFlow's C++ log writes to file descriptor 2 and reads its level only at start-up;
-    park it in a temporary file while the matrix runs, unless asked to show it."""
-    if keep:
-        yield
-        return
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as parked:
-        os.dup2(parked.fileno(), 2)
+    tf.get_logger().setLevel("ERROR")  # the matrix retraces on purpose; keep the output clean
+    kind = _models_kind() if args.models else _matrix_kind(args.strict_bitwise)
+    with _terminate_as_exit():
         try:
-            yield
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
+            return _check(kind, args, started)
+        except KeyboardInterrupt:
+            print("compat-grads check: interrupted; the TF1 process was stopped.",
+                  file=sys.stderr)
+            return 130
 
 
-def check(pattern=None, as_json=False, bitwise=False, tf_log=False) -> int:
-    """Runs the matrix; prints the table (or JSON); returns 1 on any mismatch, else 0."""
+@dataclasses.dataclass(frozen=True)
+class _Kind:
+    """What `compat-grads check` runs: the shared matrix or the Keras model matrix."""
+
+    name: str
+    items: Callable  # pattern -> items
+    quick: Callable  # items -> the quick check's items
+    rule: str
+    tf1_routes: tuple
+    tf1_options: dict  # TF1Process options
+    run_here: Callable  # item -> what the TF2 routes gave
+    record: Callable  # (item, run_here's result, TF1 result) -> record
+
+
+def _matrix_kind(bitwise) -> _Kind:
     from compat_grads.testing import checks, matrix, routes
 
     if bitwise:
         from compat_grads.testing import tolerances
 
         tolerances.pin_runtime_for_bitwise()
+    return _Kind("matrix", matrix.items, matrix.quick, matrix.QUICK_RULE, routes.TF1_ROUTES,
+                 {"routes": routes.TF1_ROUTES, "bitwise": bitwise},
+                 lambda item: checks.run_routes(item, routes.TF2_ROUTES),
+                 lambda item, here, tf1: _record(item, *checks.judge(
+                     item, {**here, **tf1}, "tf1.tensor", bitwise)))
 
-    def records(items):
-        tf1 = checks.run_tf1_process(items, routes.TF1_ROUTES, bitwise)
-        return [_record(item, *checks.check_item(item, routes.TF2_ROUTES, "tf1.tensor",
-                                                 tf1[item.id], bitwise)) for item in items]
-    return _check("matrix", matrix.items(pattern), records, pattern, as_json, tf_log)
 
-
-def check_models(pattern=None, as_json=False, tf_log=False) -> int:
-    """The Keras model matrix (compat_grads.testing.models), reported like `check`."""
+def _models_kind() -> _Kind:
     from compat_grads.testing import models
 
-    def records(items):
-        tf1 = models.run_tf1_process(pattern)
-        return [_record(item, *models.check_item(item, tf1[item.id])) for item in items]
-    return _check("model", models.items(pattern), records, pattern, as_json, tf_log)
+    return _Kind("model", models.items, models.quick, models.QUICK_RULE, ("tf1",),
+                 {"models": True}, models.evaluate,
+                 lambda item, here, tf1: _record(item, *models.judge(
+                     item, here[0], {**here[1], "tf1": tf1})))
 
 
-def _check(kind, items, records_of, pattern, as_json, tf_log) -> int:
-    """The shared frame of both checks: `records_of(items)` runs the TF1 process and the
-    TF2 routes; returns the exit status."""
+def _check(kind: _Kind, args, started: float) -> int:
+    """Runs the TF1 process and the TF2 routes at the same time, then compares; prints the
+    table (or JSON) and returns the exit status: 0 all agree, 1 a mismatch, 2 no item
+    matches or the TF1 process failed."""
     from compat_grads._tf import tf
+    from compat_grads.testing.checks import TF1Process, TF1ProcessError
 
-    tf.get_logger().setLevel("ERROR")  # the matrix retraces on purpose; keep the table clean
-    if not items:
-        print(f"compat-grads check: no {kind} item matches -k {pattern!r}", file=sys.stderr)
+    matching = kind.items(args.pattern)
+    if not matching:
+        print(f"compat-grads check: no {kind.name} item matches -k {args.pattern!r}",
+              file=sys.stderr)
         return 2
-    print(f"compat-grads check: TensorFlow {tf.__version__}, {len(items)} {kind} items; "
-          f"running the TF1 graph routes in a separate process...", file=sys.stderr)
-    with _native_stderr_to_file(tf_log):
-        records = records_of(items)
+    items = matching if args.full else kind.quick(matching)
+    scope = (f"full check of all {len(items)} items" if args.full else
+             f"quick check; --full for all {len(matching)} items")
+    if not args.quiet:
+        what = (f"full check of all {len(items)} {kind.name} items" if args.full else
+                f"quick check of {len(items)} of {len(matching)} {kind.name} items: "
+                f"{kind.rule} (--full runs all)")
+        print(f"compat-grads check: TensorFlow {tf.__version__}, {what}; the TF1 graph route "
+              f"runs in a second process meanwhile.", file=sys.stderr)
+    try:
+        here, tf1 = _run_both_sides(kind, items, args, TF1Process)
+    except TF1ProcessError as err:
+        print(f"compat-grads check: the TF1 graph route ({', '.join(kind.tf1_routes)}) "
+              f"failed in its process: {err.first_line}", file=sys.stderr)
+        return 2
+    records = [kind.record(item, here[item.id], tf1[item.id]) for item in items]
     rows = _rows(records)
-    print(json.dumps({"tensorflow": tf.__version__, "rows": rows, "items": records},
-                     indent=1) if as_json else _table(rows))
+    summary = _summary(rows, time.monotonic() - started, tf.__version__, scope)
+    if args.json:
+        print(json.dumps({"tensorflow": tf.__version__, "full": args.full,
+                          "matching_items": len(matching), "summary": summary,
+                          "rows": rows, "items": records}, indent=1))
+        if not args.quiet:
+            print(summary, file=sys.stderr)
+    else:
+        print(_table(rows) + "\n" + summary)
     return 1 if any(row["verdict"] != "ok" for row in rows) else 0
+
+
+def _run_both_sides(kind: _Kind, items, args, process_class):
+    """({item id: TF2 result}, {item id: TF1 result}), the TF1 process running meanwhile;
+    stops early when that process fails."""
+    totals = {"TF1": len(items), "TF2": len(items)}
+    with _progress.Progress("compat-grads check", totals, sys.stderr, enabled=not args.quiet,
+                            interval=args.heartbeat) as progress, \
+            process_class([item.id for item in items], **kind.tf1_options,
+                          on_item=lambda item_id: progress.advance("TF1", item_id)) as tf1:
+        here = {}
+        for item in items:
+            if tf1.failed:
+                break
+            progress.show(item.id)
+            here[item.id] = kind.run_here(item)
+            progress.advance("TF2", item.id)
+        return here, tf1.results()
+
+
+@contextlib.contextmanager
+def _terminate_as_exit():
+    """SIGTERM (a CI time-out, `kill`) ends the check like Ctrl-C does: through the
+    with-blocks that stop the TF1 process, so it never outlives the check."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _record(item, problems, results, oracle_error, route_difference):
@@ -157,6 +230,12 @@ def _table(rows):
     bad = [row for row in rows if row["verdict"] != "ok"]
     lines.append("")
     lines += [p for row in bad for p in row["problems"]]
-    lines.append(f"{len(rows) - len(bad)} of {len(rows)} rows agree across routes and with "
-                 f"the oracle." + (" MISMATCH found." if bad else ""))
     return "\n".join(lines)
+
+
+def _summary(rows, seconds, version, scope) -> str:
+    """The last line: how many rows agree, in how long, on what, and how much was run."""
+    agree = sum(row["verdict"] == "ok" for row in rows)
+    line = (f"{agree} of {len(rows)} rows agree across routes and with the oracle in "
+            f"{seconds:.0f} s (TensorFlow {version}, {scope})")
+    return line + ("" if agree == len(rows) else f"; MISMATCH in {len(rows) - agree}")

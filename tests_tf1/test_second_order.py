@@ -1,4 +1,4 @@
-"""Second order in a TF1 graph: independence, the seed article's batch Hessians, the traps."""
+"""Second order in a TF1 graph: independence, per-sample Hessians, the traps."""
 
 import warnings
 
@@ -18,8 +18,8 @@ def test_independent_default_is_wrong_for_coupled_samples_and_exact_is_right(rou
         assert errors[function, False] < tolerances.TOLERANCE["float32"], errors
 
 
-def test_seed_article_slices_recipe_vs_batch_hessian():
-    """The second seed article differentiates with respect to xy[:, 0], a slice made after
+def test_nested_tapes_on_slices_recipe_vs_batch_hessian():
+    """Nested tapes as usually written differentiate with respect to xy[:, 0], a slice made after
     recording: tf.gradients gives None. batch_hessian gives [[6y, 6x], [6x, 2]]."""
     xy_value = np.array([[-6.0, -3.0], [1.0, 8.0], [2.0, 9.0], [4.0, 12.0]], np.float32)
     with tf.Graph().as_default():

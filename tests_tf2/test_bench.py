@@ -20,7 +20,7 @@ def test_quick_suite_runs_and_reports(tmp_path):
     assert {(m["strategy"], bool(m["chunk_size"])) for m in report["memory"]} == {
         ("forward", False), ("forward", True), ("reverse", True)}
     assert {t["target"] for t in report["targets"]} >= {
-        "per_element_gradients eager vs eager jacobian-then-sum (J·1)",
+        "per_element_gradients eager vs tape.jacobian then reduce_sum, eager (J·1)",
         "per_example_gradients eager vs eager loop over examples (per-example gradients, "
         "MLP (b=4))",
         "TF1 build time flat: build(largest m) / build(smallest m)"}

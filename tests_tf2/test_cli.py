@@ -12,12 +12,12 @@ from compat_grads.testing import oracle
 
 
 def test_check_json_all_agree(capsys):
-    assert cli.main(["check", "-k", "seed_scalar_stack", "--json"]) == 0
+    assert cli.main(["check", "-k", "scalar_stack", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert {row["function"] for row in report["rows"]} == {
         "stacked_jacobian", "per_element_gradients", "hessian", "jvp", "vjp"}
     assert all(row["verdict"] == "ok" for row in report["rows"])
-    item = next(i for i in report["items"] if i["id"] == "seed_scalar_stack-stacked_jacobian-loop")
+    item = next(i for i in report["items"] if i["id"] == "scalar_stack-stacked_jacobian-loop")
     assert "tf1.tensor" in item["routes"] and "eager.callable" in item["routes"]
     assert item["shapes"] == ["(2,)"]
     assert item["oracle_error"] < 1e-6
@@ -30,7 +30,7 @@ def test_check_exits_1_on_a_mismatch(capsys, monkeypatch):
         return [None if v is None else v + 1.0 for v in real(*args)]
 
     monkeypatch.setattr(oracle, "expected", wrong)
-    assert cli.main(["check", "-k", "seed_scalar_stack-per_element"]) == 1
+    assert cli.main(["check", "-k", "scalar_stack-per_element"]) == 1
     out = capsys.readouterr().out
     assert "MISMATCH" in out
     assert "error vs oracle" in out
@@ -44,12 +44,12 @@ def test_check_unknown_pattern_exits_2(capsys):
 def test_python_dash_m_prints_the_table():
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     done = subprocess.run([sys.executable, "-m", "compat_grads", "check", "-k",
-                           "seed_matmul-stacked_jacobian-reverse"],
+                           "matmul_column-stacked_jacobian-reverse"],
                           capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].split(" | ") == list(cli._HEADER)
-    assert lines[2].startswith("seed_matmul | stacked_jacobian | (100, 1, 50, 1) | ")
+    assert lines[2].startswith("matmul_column | stacked_jacobian | (100, 1, 50, 1) | ")
     assert lines[2].endswith(" | ok")
     assert float(lines[2].split(" | ")[4]) < 1e-4
     assert np.isfinite(float(lines[2].split(" | ")[3]))

@@ -24,6 +24,6 @@ def test_matrix(item, tf1_results):
 
 def test_tf1_process_really_ran_tf1(tf1_results):
     assert set(tf1_results) == {item.id for item in ITEMS}
-    seed = tf1_results["seed_matmul-stacked_jacobian-reverse"]["tf1.tensor"]
-    assert seed.error is None
-    assert seed.values[0].shape == (100, 1, 50, 1)
+    matmul = tf1_results["matmul_column-stacked_jacobian-reverse"]["tf1.tensor"]
+    assert matmul.error is None
+    assert matmul.values[0].shape == (100, 1, 50, 1)

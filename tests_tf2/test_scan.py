@@ -72,7 +72,7 @@ def test_fix_twice_is_idempotent_and_leaves_report_only_findings(tmp_path, capsy
 
 
 def test_fix_keeps_comments_and_adds_the_import_once():
-    text = (CORPUS / "seed1_loop.py").read_text("utf-8")
+    text = (CORPUS / "loop_of_gradients_expand_dims.py").read_text("utf-8")
     fixed = migrate.fix_text(text)
     assert fixed.count("import compat_grads as cg") == 1
     for comment in ("# 计算第i个y元素对x的梯度", "# 增加维度以便堆叠", "# 堆叠后调整到目标维度"):

@@ -34,9 +34,9 @@ def test_hvp_agrees_with_hessian_times_v(case, mode):
     assert error < tolerances.TOLERANCE[case.dtype]
 
 
-def test_seed_example_in_eager_and_function():
-    xy = tf.constant(cases.SEED_XY, tf.float32)
-    x, y = cases.SEED_XY[:, 0], cases.SEED_XY[:, 1]
+def test_per_sample_hessians_3x2y_plus_y2_in_eager_and_function():
+    xy = tf.constant(cases.XY_SAMPLES, tf.float32)
+    x, y = cases.XY_SAMPLES[:, 0], cases.XY_SAMPLES[:, 1]
     want = np.stack([[[6 * b, 6 * a], [6 * a, 2]] for a, b in zip(x, y)])
     f = lambda xy: 3 * xy[:, 0] ** 2 * xy[:, 1] + xy[:, 1] ** 2  # noqa: E731
     np.testing.assert_array_equal(cg.batch_hessian(f, xy), want)

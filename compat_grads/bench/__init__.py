@@ -1,9 +1,12 @@
 """`compat-grads bench`: compat_grads against the recipes users write and TensorFlow's best,
 side by side in one run. Ratios are `their time / our time` (above 1: we are faster).
 
-The suite is `compat_grads.bench.suite` (`run`, `main`); this package imports nothing heavy,
+The suite is `compat_grads.bench.suite` (`run`, `bench`); this package imports nothing heavy,
 so that the command line can list its options without loading TensorFlow.
 """
+
+
+from compat_grads import _quiet
 
 
 def add_arguments(parser) -> None:
@@ -11,3 +14,4 @@ def add_arguments(parser) -> None:
     parser.add_argument("--quick", action="store_true", help="tiny sizes: checks it runs")
     parser.add_argument("--out", default="bench-results", help="folder for JSON and PNG")
     parser.add_argument("--no-plot", action="store_true")
+    _quiet.add_argument(parser)

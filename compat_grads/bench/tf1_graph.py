@@ -39,7 +39,7 @@ def recipes():
             y, x, strategy="loop"),
         "map_fn over indices + tf.gradients": _map_fn,
         "parallel_for.jacobian (private)": _parallel_for,
-        "python loop of tf.gradients (seed article 1)": _python_loop,
+        "Python loop of tf.gradients": _python_loop,
     }
 
 
@@ -73,7 +73,7 @@ def main(argv):
     rows = []
     for m in sizes:
         for name, build in recipes().items():
-            if "python loop" in name and m > loop_max:
+            if "Python loop" in name and m > loop_max:
                 continue
             rows.append({"m": m, "recipe": name, **measure(m, build, repeats)})
     print(json.dumps(rows))

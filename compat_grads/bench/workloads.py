@@ -53,8 +53,8 @@ def _accumulator_jacobian(f, x):
 
 
 def _nested_tapes(f, x):
-    """The second seed article's recipe, fixed: its (b,) target is rejected by
-    batch_jacobian, so it is given as (b, 1)."""
+    """Nested tapes + batch_jacobian for per-sample Hessians, fixed: a (b,) target is
+    rejected by batch_jacobian, so it is given as (b, 1)."""
     with tf.GradientTape() as outer:
         outer.watch(x)
         with tf.GradientTape() as inner:
@@ -98,7 +98,7 @@ def matrix_jacobian(name, m, n, repeats):
         f"{OURS} stacked_jacobian in tf.function": lambda: in_function(x),
         f"{OURS} stacked_jacobian, eager, jit_compile=True": lambda: cg.stacked_jacobian(
             f, x, jit_compile=True),
-        "eager tape.jacobian (seed article 1)": lambda: _tape_jacobian(f, x),
+        "tape.jacobian, eager": lambda: _tape_jacobian(f, x),
         "tape.jacobian in tf.function": _functioned(lambda x: _tape_jacobian(f, x), x),
         "vectorized_map(ForwardAccumulator) in tf.function": _functioned(
             lambda x: _accumulator_jacobian(f, x), x),
@@ -141,7 +141,7 @@ def square_mlp(width, repeats):
 
     recipes = {
         f"{OURS} stacked_jacobian, eager": lambda: cg.stacked_jacobian(f, x),
-        "eager tape.jacobian": lambda: _tape_jacobian(f, x),
+        "tape.jacobian, eager": lambda: _tape_jacobian(f, x),
         "tape.jacobian in tf.function": _functioned(lambda x: _tape_jacobian(f, x), x),
     }
     if jax is not None:
@@ -155,7 +155,7 @@ def batch_mlp(batch, features, repeats):
     x = tf.constant(_rng(3).standard_normal((batch, features)).astype(np.float32))
     recipes = {
         f"{OURS} batch_jacobian, eager": lambda: cg.batch_jacobian(mlp, x),
-        "eager tape.batch_jacobian": lambda: _tape_jacobian(mlp, x, "batch_jacobian"),
+        "tape.batch_jacobian, eager": lambda: _tape_jacobian(mlp, x, "batch_jacobian"),
         "tape.batch_jacobian in tf.function": _functioned(
             lambda x: _tape_jacobian(mlp, x, "batch_jacobian"), x),
     }
@@ -184,9 +184,9 @@ def per_element(m, n, repeats):
     summed = tf.function(lambda x: tf.reduce_sum(_tape_jacobian(f, x), axis=-1))
     recipes = {
         f"{OURS} per_element_gradients, eager": lambda: cg.per_element_gradients(f, x),
-        "eager jacobian, then sum (seed article 1)": lambda: tf.reduce_sum(
+        "tape.jacobian then reduce_sum, eager": lambda: tf.reduce_sum(
             _tape_jacobian(f, x), axis=-1),
-        "jacobian then sum in tf.function": lambda: summed(x),
+        "tape.jacobian then reduce_sum in tf.function": lambda: summed(x),
         "eager ForwardAccumulator, one product": accumulate,
     }
     if jax is not None:
@@ -208,7 +208,7 @@ def per_sample_hessian(batch, features, repeats):
     recipes = {
         f"{OURS} batch_hessian, eager": lambda: cg.batch_hessian(f, x),
         f"{OURS} batch_hessian in tf.function": lambda: in_function(x),
-        "eager nested tapes + batch_jacobian (seed article 2)": lambda: _nested_tapes(f, x),
+        "nested tapes + batch_jacobian, eager": lambda: _nested_tapes(f, x),
         "nested tapes + batch_jacobian in tf.function": _functioned(
             lambda x: _nested_tapes(f, x), x),
     }

@@ -159,12 +159,12 @@ def _conv(x, f):
     return tf.nn.conv2d(x, f, strides=1, padding="VALID")
 
 
-def _seed_matmul_jacobian(x, c):
+def _matmul_column_jacobian(x, c):
     a = c["a"]
     return [a.reshape(a.shape[0], 1, a.shape[1], 1)]
 
 
-def _seed_scalar(x, c):
+def _scalar_stack(x, c):
     return tf.stack([x ** 2, x ** 3])
 
 
@@ -189,16 +189,16 @@ def _piecewise_np(x, c):
 
 
 CASES = (
-    Case("seed_matmul", lambda x, c: tf.matmul(c["a"], x), _normal(50, 1),
-         lambda rng: {"a": rng.standard_normal((100, 50))}, jacobian=_seed_matmul_jacobian,
+    Case("matmul_column", lambda x, c: tf.matmul(c["a"], x), _normal(50, 1),
+         lambda rng: {"a": rng.standard_normal((100, 50))}, jacobian=_matmul_column_jacobian,
          numpy_fn=lambda x, c: c["a"] @ x,
-         note="seed article 1: y = A @ x, x (50,1), A (100,50): J (100,1,50,1), no extra "
-              "axis; the loop strategy runs over indices (the seed's map_fn over values "
-              "fails) and the graph does not grow with the 100 rows"),
-    Case("seed_scalar_stack", _seed_scalar, lambda rng: np.float64(rng.uniform(1, 2)),
+         note="y = A @ x, x (50,1), A (100,50): J (100,1,50,1), with no extra axis (the "
+              "Python loop of tf.gradients adds one); the loop strategy runs over indices "
+              "(map_fn over the values of y fails) and the graph does not grow with the 100 rows"),
+    Case("scalar_stack", _scalar_stack, lambda rng: np.float64(rng.uniform(1, 2)),
          jacobian=lambda x, c: [np.array([2 * x, 3 * x ** 2])],
          numpy_fn=lambda x, c: np.array([x ** 2, x ** 3]), second_order=True,
-         note="seed article 1: scalar x, y = stack([x**2, x**3]): shape (2,)"),
+         note="scalar x, y = stack([x**2, x**3]): dy/dx has shape (2,)"),
     _mlp_case("mlp_tanh", second_order=True,
               note="nonlinear, batched: tanh MLP on a (4,3) batch"),
     _mlp_case("mlp_tanh_float64", "float64", second_order=True),
@@ -269,10 +269,10 @@ CASES = (
 )
 
 
-SEED_XY = np.array([[-6.0, -3.0], [1.0, 8.0], [2.0, 9.0], [4.0, 12.0]])
+XY_SAMPLES = np.array([[-6.0, -3.0], [1.0, 8.0], [2.0, 9.0], [4.0, 12.0]])
 
 
-def _seed_f(xy, c):
+def _three_x2y_plus_y2(xy, c):
     return 3 * xy[:, 0] ** 2 * xy[:, 1] + xy[:, 1] ** 2
 
 
@@ -295,13 +295,15 @@ def _loss_np(w, c):
 
 
 SECOND_ORDER = (
-    Case("seed_batch_hessian", _seed_f, lambda rng: SEED_XY, numpy_fn=_seed_f,
-         hessian=lambda xy, c: [[_seed_hessian(xy)]], batched=True, second_order=True,
-         note="seed article 2: f = 3x²y + y² per sample of xy (4, 2): per-sample Hessians "
+    Case("per_sample_hessian_3x2y_plus_y2", _three_x2y_plus_y2, lambda rng: XY_SAMPLES,
+         numpy_fn=_three_x2y_plus_y2, hessian=lambda xy, c: [[_three_x2y_plus_y2_hessian(xy)]],
+         batched=True, second_order=True,
+         note="f = 3x²y + y² per sample of xy (4, 2): per-sample Hessians "
               "[[6y, 6x], [6x, 2]], shape (4, 2, 2)"),
-    Case("seed_batch_hessian_dynamic", _seed_f, lambda rng: SEED_XY, numpy_fn=_seed_f,
-         hessian=lambda xy, c: [[_seed_hessian(xy)]], batched=True, dynamic_batch=True,
-         second_order=True, note="the same with the batch size unknown while building"),
+    Case("per_sample_hessian_3x2y_plus_y2_dynamic", _three_x2y_plus_y2, lambda rng: XY_SAMPLES,
+         numpy_fn=_three_x2y_plus_y2, hessian=lambda xy, c: [[_three_x2y_plus_y2_hessian(xy)]],
+         batched=True, dynamic_batch=True, second_order=True,
+         note="the same with the batch size unknown while building"),
     Case("quadratic_form", lambda x, c: tf.tensordot(x, tf.linalg.matvec(c["a"], x), 1),
          _normal(5), lambda rng: {"a": rng.standard_normal((5, 5))},
          numpy_fn=lambda x, c: x @ c["a"] @ x,
@@ -320,7 +322,7 @@ SECOND_ORDER = (
 )
 
 
-def _seed_hessian(xy):
+def _three_x2y_plus_y2_hessian(xy):
     x, y = xy[:, 0], xy[:, 1]
     per_sample = np.stack([np.array([[6 * b, 6 * a], [6 * a, 2.0]]) for a, b in zip(x, y)])
     full = np.zeros((4, 4, 2, 4, 2))

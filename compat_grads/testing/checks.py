@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
 import subprocess
 import sys
 import tempfile
+import threading
 
 from compat_grads.testing import compare
 from compat_grads.testing.routes import run
@@ -19,8 +21,20 @@ def check_item(item, routes, reference=None, extra=None, bitwise=True):
     comparison. Returns (problems, results, oracle error, largest difference to the
     reference route).
     """
-    results = {route: run(item, route) for route in routes if item.applies(route)}
-    results.update({r: res for r, res in (extra or {}).items() if item.applies(r)})
+    results = run_routes(item, routes)
+    results.update(extra or {})
+    return judge(item, results, reference, bitwise)
+
+
+def run_routes(item, routes) -> dict:
+    """{route: Result} of `item` on those of `routes` that apply to it, run here."""
+    return {route: run(item, route) for route in routes if item.applies(route)}
+
+
+def judge(item, results, reference=None, bitwise=True):
+    """Checks `results` ({route: Result}) against the oracle and each other: see
+    `check_item`."""
+    results = {r: res for r, res in results.items() if item.applies(r)}
     problems, worst_oracle = [], 0.0
     for route, result in results.items():
         found, error = compare.against_oracle(item, route, result)
@@ -33,27 +47,108 @@ def check_item(item, routes, reference=None, extra=None, bitwise=True):
     return problems + found, results, worst_oracle, worst_route
 
 
+class TF1ProcessError(RuntimeError):
+    """The TF1 worker process failed: `first_line` is its error in one line, `log` the end
+    of what it wrote to stderr."""
+
+    def __init__(self, returncode, log):
+        self.returncode, self.log = returncode, log
+        self.first_line = first_error_line(log) or f"exit status {returncode}"
+        super().__init__(f"the TF1 worker process failed (exit status {returncode}): "
+                         f"{self.first_line}\n{log[-4000:]}")
+
+
+_NATIVE_LOG = re.compile(r"^([IWEF]\d{4} |WARNING: All log messages before absl)")
+
+
+def first_error_line(log: str) -> str | None:
+    """The line of a child's stderr that says what went wrong: the exception line that ends
+    a Python traceback (TensorFlow's own log lines are passed over)."""
+    lines = [line for line in log.splitlines()
+             if line.strip() and not _NATIVE_LOG.match(line)]
+    errors = [line for line in lines if re.match(r"^[\w.]+(Error|Exception|Interrupt|Exit)\b",
+                                                 line)]
+    return (errors or lines or [None])[-1]
+
+
+class TF1Process:
+    """The TF1 side, in a process of its own with v2 behaviour disabled, running while this
+    process does other work: `python -m compat_grads.testing.worker` on the items `ids`.
+
+    `on_item(item_id)` is called (from a reader thread) as each item finishes there. Use it
+    as a context manager: leaving the block, normally or by an exception (Ctrl-C included),
+    stops the process, so no worker outlives its caller.
+    """
+
+    def __init__(self, ids, routes=(), *, models=False, bitwise=False, on_item=None):
+        self._folder = tempfile.TemporaryDirectory()
+        self._out = os.path.join(self._folder.name, "tf1.pickle")
+        ids_file = os.path.join(self._folder.name, "ids.txt")
+        with open(ids_file, "w") as handle:
+            handle.write("\n".join(ids))
+        command = [sys.executable, "-m", "compat_grads.testing.worker", self._out, ids_file,
+                   *routes, *(["--models"] if models else []),
+                   *(["--bitwise"] if bitwise else [])]
+        self._stderr = open(os.path.join(self._folder.name, "stderr.txt"), "w+")
+        self._process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=self._stderr,
+                                         stdin=subprocess.DEVNULL, text=True)
+        self._reader = threading.Thread(target=self._read, args=(on_item,), daemon=True)
+        self._reader.start()
+
+    @property
+    def pid(self) -> int:
+        return self._process.pid
+
+    def _read(self, on_item):
+        for line in self._process.stdout:
+            if line.startswith("done ") and on_item is not None:
+                on_item(line[5:].strip())
+
+    @property
+    def failed(self) -> bool:
+        """The process has ended with an error (checked without waiting)."""
+        return self._process.poll() not in (None, 0)
+
+    def results(self, timeout=None) -> dict:
+        """Waits for the process; returns what it pickled. Raises TF1ProcessError if it
+        failed, subprocess.TimeoutExpired (after stopping it) if it ran past `timeout`."""
+        try:
+            returncode = self._process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.stop()
+            raise
+        self._reader.join()
+        if returncode != 0:
+            self._stderr.seek(0)
+            raise TF1ProcessError(returncode, self._stderr.read())
+        with open(self._out, "rb") as handle:
+            return pickle.load(handle)
+
+    def stop(self):
+        """Kills the process if it still runs, and waits for it."""
+        if self._process.poll() is None:
+            self._process.kill()
+        self._process.wait()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+        self._process.stdout.close()
+        self._stderr.close()
+        self._folder.cleanup()
+
+
 def run_tf1_process(items, routes, bitwise=False, timeout=1800) -> dict:
     """Runs `items` on TF1 `routes` in a new process with v2 behaviour disabled (and, with
     `bitwise`, the runtime pinned as in `tolerances.pin_runtime_for_bitwise`).
 
-    Returns {item id: {route: Result}}. Raises RuntimeError with the worker's output if the
-    worker fails.
+    Returns {item id: {route: Result}}. Raises TF1ProcessError with the worker's output if
+    the worker fails.
     """
-    with tempfile.TemporaryDirectory() as folder:
-        out = os.path.join(folder, "tf1.pickle")
-        ids = os.path.join(folder, "ids.txt")
-        with open(ids, "w") as handle:
-            handle.write("\n".join(item.id for item in items))
-        command = [sys.executable, "-m", "compat_grads.testing.worker", out, ids, *routes]
-        if bitwise:
-            command.append("--bitwise")
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-        if done.returncode != 0:
-            raise RuntimeError(f"the TF1 worker failed ({done.returncode}):\n"
-                               f"{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
-        with open(out, "rb") as handle:
-            return pickle.load(handle)
+    with TF1Process([item.id for item in items], routes, bitwise=bitwise) as process:
+        return process.results(timeout)
 
 
 def graph_op_counts(function, strategy=None, sizes=(200, 2000, 4000), n=50) -> dict:

@@ -5,8 +5,11 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 
+import numpy as np
+
 import compat_grads as cg
 from compat_grads._structure import STRATEGIES
+from compat_grads._tf import tf
 from compat_grads.testing.cases import CASES, Case
 
 FIRST_ORDER = ("stacked_jacobian", "per_element_gradients", "batch_jacobian")
@@ -86,8 +89,6 @@ class Item:
 
 
 def _nest_of_nests(sources):
-    import tensorflow as tf
-
     flat = tf.nest.flatten(sources)
     return tf.nest.pack_sequence_as(
         sources, [tf.nest.pack_sequence_as(sources, flat) for _ in flat])
@@ -106,8 +107,8 @@ def _functions(case: Case):
     return out
 
 
-CHUNKED = ("seed_matmul", "mlp_tanh", "mlp_dynamic_batch", "nest_dict", "unconnected",
-           "gather", "seed_batch_hessian_dynamic", "coupled_samples", "piecewise_cond")
+CHUNKED = ("matmul_column", "mlp_tanh", "mlp_dynamic_batch", "nest_dict", "unconnected",
+           "gather", "per_sample_hessian_3x2y_plus_y2_dynamic", "coupled_samples", "piecewise_cond")
 """Cases that also run with chunk_size=3 (reverse, forward, loop): same values."""
 
 
@@ -125,10 +126,70 @@ def _variants(case: Case, function: str):
 
 def items(pattern: str | None = None) -> list:
     """All matrix items, or those whose id matches the glob / substring `pattern`."""
-    out = [Item(case, function, s, u, independent, chunk)
-           for case in CASES for function in _functions(case)
-           for s, u, independent, chunk in _variants(case, function)]
-    if pattern:
-        glob = pattern if any(ch in pattern for ch in "*?[") else f"*{pattern}*"
-        out = [item for item in out if fnmatch.fnmatch(item.id, glob)]
-    return out
+    return select([Item(case, function, s, u, independent, chunk)
+                   for case in CASES for function in _functions(case)
+                   for s, u, independent, chunk in _variants(case, function)], pattern)
+
+
+def select(all_items: list, pattern: str | None) -> list:
+    """The items whose id matches the glob (or, without wildcards, the substring)
+    `pattern`; all of them when `pattern` is empty."""
+    if not pattern:
+        return list(all_items)
+    glob = pattern if any(ch in pattern for ch in "*?[") else f"*{pattern}*"
+    return [item for item in all_items if fnmatch.fnmatch(item.id, glob)]
+
+
+QUICK_RULE = ("every case, every function with every strategy, both unconnected modes, "
+              "chunk_size and independent=False at least once, each on every route")
+
+
+def quick(selected: list) -> list:
+    """The quick check's items among `selected`, in matrix order.
+
+    The rule: walk `selected` cheapest first and keep an item when it covers something no
+    kept item covers yet (`_coverage`: its case, by a function other than jvp / vjp / hvp,
+    which take callables only; its function with its strategy; its function with
+    unconnected_gradients="zero"; its function, and its strategy, with chunk_size; its
+    function with independent=False). Cheapest means first-order before second-order, cases
+    with static shapes and no pfor fallback first, then the fewest Jacobian entries, then
+    the functions in `FUNCTIONS` order. Every kept item runs on every route that applies, so
+    every function meets every route and every strategy.
+    """
+    return cover(selected, _coverage, _cheapness)
+
+
+def cover(selected: list, coverage, cheapness) -> list:
+    """Greedy cover: the items of `selected`, taken in order of `cheapness(item)`, that add
+    a key of `coverage(item)` (a set) not covered before; returned in `selected`'s order."""
+    kept, covered = set(), set()
+    for item in sorted(selected, key=cheapness):
+        if coverage(item) - covered:
+            kept.add(item.id)
+            covered |= coverage(item)
+    return [item for item in selected if item.id in kept]
+
+
+def _coverage(item: Item) -> set:
+    f = item.function
+    keys = {("function", f)}
+    if f not in TRANSFORMS:  # a case is covered by a call that runs on every route
+        keys.add(("case", item.case.name))
+    if item.independent and item.chunk_size is None and item.unconnected == "none":
+        keys.add(("strategy", f, item.strategy))
+    if item.unconnected != "none":
+        keys.add(("unconnected", f, item.unconnected))
+    if item.chunk_size is not None:
+        keys |= {("chunked", f), ("chunked", item.strategy)}
+    if not item.independent:
+        keys.add(("independent=False", f))
+    return keys
+
+
+def _cheapness(item: Item):
+    sources, consts = item.case.inputs()
+    y_size = np.size(item.case.numpy_fn(sources, consts))
+    x_size = sum(np.size(x) for x in tf.nest.flatten(sources))
+    order = 2 if item.function in SECOND_ORDER else 1
+    slow = item.case.may_fall_back or item.case.dynamic_batch
+    return order, slow, y_size * x_size ** order, FUNCTIONS.index(item.function), item.id

@@ -7,7 +7,8 @@ loss in the full batch), on a float64 copy of the model. The oracle of input Jac
 float64 central differences of that copy. Both run in the current process: eagerly in TF2,
 in a Session in TF1 (GradientTape records graphs too).
 
-TF1 results come from `python -m compat_grads.testing.models OUT` (v2 behaviour disabled).
+TF1 results come from `python -m compat_grads.testing.worker OUT IDS --models` (v2 behaviour
+disabled).
 """
 
 from __future__ import annotations
@@ -15,11 +16,6 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import itertools
-import os
-import pickle
-import subprocess
-import sys
-import tempfile
 import warnings
 import zlib
 from collections.abc import Callable
@@ -27,6 +23,7 @@ from collections.abc import Callable
 import numpy as np
 
 from compat_grads._tf import tf
+from compat_grads.testing.matrix import cover, select
 from compat_grads.testing.tolerances import scaled_error
 
 BATCH = 4
@@ -179,10 +176,24 @@ def items(pattern: str | None = None) -> list:
         out.append(ModelItem(case, "weights_jacobian"))
         if case.vocabulary is None:
             out.append(ModelItem(case, "batch_jacobian"))
-    if pattern:
-        glob = pattern if any(ch in pattern for ch in "*?[") else f"*{pattern}*"
-        out = [item for item in out if fnmatch.fnmatch(item.id, glob)]
-    return out
+    return select(out, pattern)
+
+
+QUICK_RULE = "every model, every function and every option at least once, each on every route"
+
+
+def quick(selected: list) -> list:
+    """The quick model check's items among `selected`: cheapest first (models whose
+    per-example gradients vectorize before the recurrent ones that fall back to a loop;
+    input Jacobians, then weight Jacobians, then per-example gradients), an item is kept when
+    it adds a model, a function or an option (`strategy="loop"`, `chunk_size`) not yet
+    covered. See `compat_grads.testing.matrix.quick`."""
+    def coverage(item):
+        return {("case", item.case.name), ("function", item.function), *item.options}
+
+    def cheapness(item):
+        return bool(item.case.falls_back), FUNCTIONS[::-1].index(item.function), item.id
+    return cover(selected, coverage, cheapness)
 
 
 def inputs(case: ModelCase):
@@ -410,9 +421,18 @@ def check_item(item: ModelItem, tf1: Outcome):
     """Runs `item` on every TF2 route, with `tf1` from the TF1 process, against the oracle
     and pairwise. Returns (problems, outcomes by route, largest scaled error against the
     oracle, largest scaled difference between routes)."""
-    expected = oracle(item)
-    outcomes = {route: run(item, route) for route in TF2_ROUTES}
-    outcomes["tf1"] = tf1
+    expected, outcomes = evaluate(item)
+    return judge(item, expected, {**outcomes, "tf1": tf1})
+
+
+def evaluate(item: ModelItem):
+    """(the oracle's values, {route: Outcome} on every TF2 route), computed here."""
+    return oracle(item), {route: run(item, route) for route in TF2_ROUTES}
+
+
+def judge(item: ModelItem, expected: list, outcomes: dict):
+    """Checks `outcomes` ({route: Outcome}) against `expected` and each other: see
+    `check_item`."""
     found = [p for route, outcome in outcomes.items()
              for p in problems(item, route, outcome, expected)]
     working = [o.values for o in outcomes.values() if o.error is None]
@@ -429,38 +449,11 @@ def check_item(item: ModelItem, tf1: Outcome):
 
 def run_tf1_process(pattern: str | None = None, timeout: int = 900) -> dict:
     """{item id: Outcome} of the TF1 route, run in a new process with v2 behaviour off."""
-    with tempfile.TemporaryDirectory() as folder:
-        out = os.path.join(folder, "models.pickle")
-        command = [sys.executable, "-m", "compat_grads.testing.models", out]
-        done = subprocess.run(command + ([pattern] if pattern else []), capture_output=True,
-                              text=True, timeout=timeout)
-        if done.returncode != 0:
-            raise RuntimeError(f"the TF1 model worker failed ({done.returncode}):\n"
-                               f"{done.stderr[-4000:]}")
-        with open(out, "rb") as handle:
-            return pickle.load(handle)
+    from compat_grads.testing.checks import TF1Process
+
+    with TF1Process([item.id for item in items(pattern)], models=True) as process:
+        return process.results(timeout)
 
 
 def _matches(item, route, patterns) -> bool:
     return any(fnmatch.fnmatch(f"{item.function}@{route}", p) for p in patterns)
-
-
-def main(argv=None) -> int:
-    """`python -m compat_grads.testing.models OUT [PATTERN]`: the items on the TF1 route,
-    with v2 behaviour disabled, pickled to OUT as {item id: Outcome}."""
-    argv = sys.argv[1:] if argv is None else argv
-    tf.compat.v1.disable_v2_behavior()
-    from compat_grads.testing import tolerances
-
-    tolerances.pin_runtime_for_bitwise()
-    results = {item.id: run(item, "tf1") for item in items(*argv[1:2])}
-    with open(argv[0], "wb") as handle:
-        pickle.dump(results, handle)
-    return 0
-
-
-if __name__ == "__main__":
-    # Run the imported module's main, so pickles name compat_grads.testing.models.Outcome.
-    from compat_grads.testing import models as _this
-
-    sys.exit(_this.main())

@@ -1,4 +1,4 @@
-"""Seed article 2, TF2 method 2 (nested tapes with batch_jacobian) as a TF1 graph program:
+"""Per-sample Hessians with nested tapes and batch_jacobian as a TF1 graph program:
 no legacy gradient idiom, no findings (f is kept 2-D: batch_jacobian rejects a rank-1
 target)."""
 import numpy as np

@@ -1,4 +1,4 @@
-"""Seed article 1, TF1 recipe for dy/dx with the shape of y: tf.map_fn over the values of y.
+"""The usual TF1 recipe for dy/dx with the shape of y: tf.map_fn over the values of y.
 
 As published it fails at run time (a TensorArray element is read twice); the rewrite runs and
 matches the oracle (the row sums of A, in the recipe's final shape (100, 1, 1))."""

@@ -1,5 +1,6 @@
-"""Seed article 2, TF2 method 1 written as a TF1 graph program: differentiating with respect
-to xy[:, 0], a slice made after recording, gives None (report only: no safe rewrite)."""
+"""Per-sample Hessians with nested tapes on slices, written as a TF1 graph program:
+differentiating with respect to xy[:, 0], a slice made after recording, gives None (report
+only: no safe rewrite)."""
 import numpy as np
 import tensorflow.compat.v1 as tf
 

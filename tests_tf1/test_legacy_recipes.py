@@ -1,6 +1,7 @@
-"""The first seed article's TF1 recipes, run as written, next to compat_grads.
+"""The usual TF1 recipes for dy/dx (a Python loop of tf.gradients with expand_dims, map_fn
+over the values of y), run as written, next to compat_grads.
 
-The article's examples, done right, are matrix cases (seed_matmul, seed_scalar_stack). Here
+Their examples, done right, are matrix cases (matmul_column, scalar_stack). Here
 the broken recipes are kept as regression evidence of the traps the library removes.
 """
 
@@ -11,7 +12,7 @@ import tensorflow as tf
 import compat_grads as cg
 from compat_grads.testing import cases, oracle
 
-CASE = cases.get("seed_matmul")
+CASE = cases.get("matmul_column")
 
 
 def _graph():
@@ -28,17 +29,17 @@ def test_python_loop_recipe_adds_an_axis_and_grows_the_graph():
         x, y, feed = _graph()
         before = len(graph.get_operations())
         grads = [tf.expand_dims(tf.gradients(y[i], x)[0], axis=0) for i in range(y.shape[0])]
-        seed = tf.expand_dims(tf.stack(grads), axis=1)
-        seed_ops = len(graph.get_operations()) - before
+        loop = tf.expand_dims(tf.stack(grads), axis=1)
+        loop_ops = len(graph.get_operations()) - before
         before = len(graph.get_operations())
         ours = cg.stacked_jacobian(y, x)
         our_ops = len(graph.get_operations()) - before
         with tf.compat.v1.Session() as session:
-            seed_value, our_value = session.run([seed, ours], feed)
-    assert seed_value.shape == (100, 1, 1, 50, 1)  # the article claims (100, 1, 50, 1)
+            loop_value, our_value = session.run([loop, ours], feed)
+    assert loop_value.shape == (100, 1, 1, 50, 1)  # one axis more than y.shape + x.shape
     assert our_value.shape == (100, 1, 50, 1)
     np.testing.assert_allclose(our_value, oracle.jacobian(CASE)[0], rtol=1e-6)
-    assert seed_ops > 10 * our_ops  # one gradient graph per row against one for all rows
+    assert loop_ops > 10 * our_ops  # one gradient graph per row against one for all rows
 
 
 def test_map_fn_over_values_recipe_fails_where_ours_runs():

@@ -1,4 +1,4 @@
-"""Seed article 1, TF2 recipes (GradientTape.jacobian) written as a TF1 graph program: a
+"""The TF2 recipes for dy/dx (GradientTape.jacobian) written as a TF1 graph program: a
 tape records in a graph too. Nothing legacy here: no findings."""
 import tensorflow.compat.v1 as tf
 

@@ -1,6 +1,6 @@
-"""Seed article 1, TF1 recipe for the full Jacobian: a Python loop of tf.gradients, each row
+"""The usual TF1 recipe for the full Jacobian: a Python loop of tf.gradients, each row
 expanded before stacking (so the result has an extra axis: (100, 1, 1, 50, 1), not the
-(100, 1, 50, 1) the article prints). The rewrite keeps that shape and those values."""
+(100, 1, 50, 1) its comment promises). The rewrite keeps that shape and those values."""
 # exec: same
 import tensorflow.compat.v1 as tf
 

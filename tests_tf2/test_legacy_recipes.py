@@ -1,4 +1,5 @@
-"""The first seed article's TF2 recipes next to compat_grads, and the TF2 traps."""
+"""The usual TF2 recipes (tape.jacobian then reduce_sum, nested tapes) next to compat_grads,
+and the TF2 traps."""
 
 import numpy as np
 import pytest
@@ -9,13 +10,13 @@ from compat_grads.testing import cases, oracle
 
 
 def test_per_element_gradients_without_the_jacobian():
-    case = cases.get("seed_matmul")
+    case = cases.get("matmul_column")
     x_value, consts = case.inputs()
     a = tf.constant(consts["a"], tf.float32)
     x = tf.Variable(x_value.astype(np.float32))
     with tf.GradientTape() as tape:
         y = tf.matmul(a, x)
-    recipe = tf.reduce_sum(tape.jacobian(y, x), axis=[2, 3])  # the article's way
+    recipe = tf.reduce_sum(tape.jacobian(y, x), axis=[2, 3])  # the usual TF2 way
     ours = cg.per_element_gradients(lambda x: tf.matmul(a, x), x)
     assert ours.shape == recipe.shape == (100, 1)
     np.testing.assert_allclose(ours, oracle.expected(case, "per_element_gradients")[0],

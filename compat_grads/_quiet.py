@@ -1,0 +1,58 @@
+"""A quiet start for the command line: TensorFlow's C++ start-up log kept off the terminal.
+
+Only the commands call this (`compat-grads check`, `bench`): the library itself never
+touches the environment. TensorFlow reads `TF_CPP_MIN_LOG_LEVEL` once, when it loads, and
+some lines (the CUDA stub, "All log messages before absl::InitializeLog()") are written
+before that level applies, so the import itself runs with file descriptor 2 parked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+
+LEVEL = "TF_CPP_MIN_LOG_LEVEL"
+
+
+def add_argument(parser) -> None:
+    """The `--tf-log` option of the commands that load TensorFlow."""
+    parser.add_argument("--tf-log", action="store_true",
+                        help="show TensorFlow's native (C++) log; by default it is kept quiet "
+                             f"unless {LEVEL} is set below 3")
+
+
+def import_tensorflow(show_log: bool = False):
+    """Imports TensorFlow (through compat_grads._tf) and returns it.
+
+    Unless `show_log`, the log level defaults to 3 (errors hidden too; a level the user set
+    is kept) and, at that level, whatever TensorFlow writes to file descriptor 2 while it
+    loads is dropped. The child processes the commands start inherit the level.
+    """
+    if "tensorflow" in sys.modules:
+        from compat_grads._tf import tf
+
+        return tf
+    if not show_log:
+        os.environ.setdefault(LEVEL, "3")
+    quiet = not show_log and os.environ.get(LEVEL) == "3"
+    with _parked_stderr() if quiet else contextlib.nullcontext():
+        from compat_grads._tf import tf
+    return tf
+
+
+@contextlib.contextmanager
+def _parked_stderr():
+    """Sends file descriptor 2 to a temporary file for the block (Python's own exceptions
+    still reach the caller: they are raised, not written)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as parked:
+        os.dup2(parked.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)

@@ -1,0 +1,229 @@
+"""How `compat-grads check` runs: the quick check's subset rule, both processes at once,
+progress on stderr (heartbeat lines off a terminal), `--quiet`, pure `--json` on stdout, no
+TensorFlow log at start, Ctrl-C and SIGTERM leaving no TF1 process behind, and a clear
+error when the TF1 process cannot start."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from compat_grads import _progress, cli
+from compat_grads.testing import matrix, models, routes
+from compat_grads.testing.checks import first_error_line
+
+NATIVE_LOG = re.compile(r"^([IWEF]\d{4} |WARNING: All log messages before absl)|oneDNN|"
+                        r"cudart|cuda_|TensorFlow binary is optimized", re.M)
+HEARTBEAT = re.compile(r"^compat-grads check: \d+ of \d+ done, \d+ s elapsed.* \(TF1 \d+/\d+, "
+                       r"TF2 \d+/\d+\)", re.M)
+ONE_ITEM = "scalar_stack-stacked_jacobian-forward"
+
+
+def _env(**changes):
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    env.update(changes)
+    return env
+
+
+def _check(*args, env=None, timeout=600):
+    return subprocess.run([sys.executable, "-m", "compat_grads", "check", *args],
+                          capture_output=True, text=True, timeout=timeout, env=env or _env())
+
+
+# ------------------------------------------------------------------------- the subset rule
+
+
+def _features(chosen, all_routes):
+    """(function, route, strategy) for every route each item runs on."""
+    return {(i.function, r, i.strategy) for i in chosen for r in all_routes if i.applies(r)}
+
+
+def test_quick_check_covers_every_function_route_and_strategy():
+    everything = matrix.items()
+    quick = matrix.quick(everything)
+    all_routes = routes.TF1_ROUTES + routes.TF2_ROUTES
+    assert _features(quick, all_routes) == _features(everything, all_routes)
+    assert {i.case.name for i in quick} == {i.case.name for i in everything}
+    for key in ("unconnected", "chunk_size", "independent"):
+        want = {(i.function, getattr(i, key)) for i in everything}
+        assert {(i.function, getattr(i, key)) for i in quick} == want, key
+    assert {i.strategy for i in quick if i.chunk_size} == {"reverse", "forward", "loop"}
+    assert len(quick) < len(everything) / 5
+
+
+def test_quick_check_is_a_fixed_rule_in_matrix_order():
+    everything = matrix.items()
+    quick = matrix.quick(everything)
+    assert [i.id for i in quick] == [i.id for i in matrix.quick(everything)]
+    assert {i.id for i in matrix.quick(everything[::-1])} == {i.id for i in quick}
+    positions = [everything.index(i) for i in quick]
+    assert positions == sorted(positions)
+    # cheapest first: a function's strategies come from the smallest case that has them
+    assert "scalar_stack-stacked_jacobian-loop" in {i.id for i in quick}
+    assert "matmul_column-stacked_jacobian-loop" not in {i.id for i in quick}
+
+
+def test_quick_check_narrows_with_a_pattern():
+    chosen = matrix.quick(matrix.items("matmul_column"))
+    assert chosen and all(i.case.name == "matmul_column" for i in chosen)
+    assert {i.strategy for i in chosen if i.function == "stacked_jacobian"} == {
+        "auto", "reverse", "forward", "loop"}
+
+
+def test_quick_model_check_covers_every_model_function_and_option():
+    everything = models.items()
+    quick = models.quick(everything)
+    assert {i.case.name for i in quick} == {c.name for c in models.CASES}
+    assert {i.function for i in quick} == set(models.FUNCTIONS)
+    assert {o for i in quick for o in i.options} == {o for i in everything for o in i.options}
+    assert len(quick) < len(everything)
+    # the recurrent models are covered by what vectorizes, not by their slow fallback
+    assert {i.function for i in quick if i.case.name in ("lstm", "gru")} == {"batch_jacobian"}
+
+
+# ------------------------------------------------------------------------ progress output
+
+
+def test_heartbeat_names_the_parts_and_the_time_left():
+    lines = []
+
+    class Stream:
+        def write(self, text):
+            lines.append(text)
+
+        def flush(self):
+            pass
+
+    with _progress.Progress("compat-grads check", {"TF1": 2, "TF2": 4}, Stream(),
+                            interval=0.05) as progress:
+        progress.advance("TF1", "a")
+        progress.advance("TF2", "a")
+        progress.show("b")
+        assert progress.heartbeat().startswith("compat-grads check: 2 of 6 done, 0 s elapsed, "
+                                               "about 0 s left (TF1 1/2, TF2 1/4); now b")
+        time.sleep(0.3)
+    assert HEARTBEAT.search("".join(lines)), lines
+    count = len(lines)
+    time.sleep(0.2)
+    assert len(lines) == count  # closed: the ticker stopped
+
+
+def test_a_run_off_a_terminal_beats_and_starts_quiet():
+    done = _check("-k", ONE_ITEM, "--heartbeat", "0.2")
+    assert done.returncode == 0, done.stderr
+    assert HEARTBEAT.search(done.stderr), done.stderr
+    assert not NATIVE_LOG.search(done.stderr), done.stderr
+    assert "compat-grads check: TensorFlow" in done.stderr.splitlines()[0]
+    lines = done.stdout.splitlines()
+    assert lines[0].split(" | ") == list(cli._HEADER)
+    assert re.fullmatch(r"1 of 1 rows agree across routes and with the oracle in \d+ s "
+                        r"\(TensorFlow \S+, quick check; --full for all 1 items\)",
+                        lines[-1]), lines[-1]
+
+
+def test_quiet_json_is_pure_json_and_nothing_else():
+    done = _check("-k", ONE_ITEM, "--json", "--quiet", "--heartbeat", "0.1")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    report = json.loads(done.stdout)
+    assert report["full"] is False
+    assert report["summary"].startswith("1 of 1 rows agree")
+    assert [row["verdict"] for row in report["rows"]] == ["ok"]
+
+
+def test_tf_log_shows_what_the_default_hides():
+    env = _env(TF_ENABLE_ONEDNN_OPTS="1")  # oneDNN announces itself when TensorFlow loads
+    loud = _check("-k", ONE_ITEM, "--quiet", "--tf-log", env=env)
+    quiet = _check("-k", ONE_ITEM, "--quiet", env=env)
+    assert loud.returncode == quiet.returncode == 0, loud.stderr + quiet.stderr
+    assert NATIVE_LOG.search(loud.stderr), loud.stderr
+    assert quiet.stderr == ""
+    user_level = _check("-k", ONE_ITEM, "--quiet", env=dict(env, TF_CPP_MIN_LOG_LEVEL="0"))
+    assert NATIVE_LOG.search(user_level.stderr), "a level the user set is kept"
+
+
+# ---------------------------------------------------------------------- failure and stops
+
+
+def _children(pid):
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as handle:
+                    fields = handle.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid and fields[0] != "Z":
+                found.append(int(entry))
+    return found
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)],
+                         ids=["ctrl-c", "sigterm"])
+def test_a_stopped_check_leaves_no_tf1_process(sig, status):
+    check = subprocess.Popen([sys.executable, "-m", "compat_grads", "check", "--full",
+                              "--heartbeat", "0.2"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=_env())
+    try:
+        for line in check.stderr:  # wait until both sides are under way
+            if re.search(r"\(TF1 [1-9]\d*/\d+, TF2 [1-9]", line):
+                break
+        children = _children(check.pid)
+        assert children, "the TF1 process runs beside the TF2 routes"
+        check.send_signal(sig)
+        stopped = time.monotonic()
+        out, err = check.communicate(timeout=60)
+        assert time.monotonic() - stopped < 20
+    finally:
+        check.kill()
+    assert check.returncode == status, err
+    assert not [pid for pid in children if _alive(pid)]
+    assert "Traceback" not in err
+    assert out == ""
+
+
+def test_a_tf1_process_that_cannot_start_is_named_with_its_error(tmp_path, monkeypatch,
+                                                                 capsys):
+    broken = tmp_path / "tensorflow"
+    broken.mkdir()
+    (broken / "__init__.py").write_text(
+        "raise ImportError('libtensorflow_framework.so.2: cannot open shared object file')\n")
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    started = time.monotonic()
+    assert cli.main(["check", "--full", "--quiet"]) == 2
+    assert time.monotonic() - started < 60  # the TF2 side stops as soon as the TF1 one fails
+    err = capsys.readouterr().err
+    assert err.startswith("compat-grads check: the TF1 graph route (tf1.tensor, tf1.callable, "
+                          "tf1.tape) failed in its process: ImportError: compat_grads needs "
+                          "TensorFlow"), err
+    assert "libtensorflow_framework.so.2" in err
+    assert "Traceback" not in err and len(err.splitlines()) == 1
+
+
+def test_first_error_line_skips_native_log_lines():
+    log = ("I0000 00:00:1.0 1 cudart_stub.cc:31] Could not find cuda drivers\n"
+           "Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\n"
+           "ValueError: bad\n")
+    assert first_error_line(log) == "ValueError: bad"
+    assert first_error_line("Killed\n") == "Killed"
+    assert first_error_line("") is None
+
+
+def test_no_item_matches_in_quick_and_full(capsys):
+    for extra in ([], ["--full"]):
+        assert cli.main(["check", "-k", "no-such-case", *extra]) == 2
+        assert "no matrix item matches -k 'no-such-case'" in capsys.readouterr().err
