@@ -6,6 +6,7 @@ TF1 graph route (in a spawned process) with the TF2 routes (eager, tf.function, 
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import dataclasses
 import json
@@ -82,8 +83,8 @@ class _Kind:
     items: Callable  # pattern -> items
     quick: Callable  # items -> the quick check's items
     rule: str
-    tf1_routes: tuple
-    tf1_options: dict  # TF1Process options
+    tf1_worker: dict  # WorkerProcess options for the TF1 side
+    tf2_worker: dict  # ... for a second process on the TF2 side
     run_here: Callable  # item -> what the TF2 routes gave
     record: Callable  # (item, run_here's result, TF1 result) -> record
 
@@ -95,8 +96,9 @@ def _matrix_kind(bitwise) -> _Kind:
         from compat_grads.testing import tolerances
 
         tolerances.pin_runtime_for_bitwise()
-    return _Kind("matrix", matrix.items, matrix.quick, matrix.QUICK_RULE, routes.TF1_ROUTES,
+    return _Kind("matrix", matrix.items, matrix.quick, matrix.QUICK_RULE,
                  {"routes": routes.TF1_ROUTES, "bitwise": bitwise},
+                 {"routes": routes.TF2_ROUTES, "bitwise": bitwise, "tf2": True},
                  lambda item: checks.run_routes(item, routes.TF2_ROUTES),
                  lambda item, here, tf1: _record(item, *checks.judge(
                      item, {**here, **tf1}, "tf1.tensor", bitwise)))
@@ -105,8 +107,8 @@ def _matrix_kind(bitwise) -> _Kind:
 def _models_kind() -> _Kind:
     from compat_grads.testing import models
 
-    return _Kind("model", models.items, models.quick, models.QUICK_RULE, ("tf1",),
-                 {"models": True}, models.evaluate,
+    return _Kind("model", models.items, models.quick, models.QUICK_RULE,
+                 {"models": True}, {"models": True, "tf2": True}, models.evaluate,
                  lambda item, here, tf1: _record(item, *models.judge(
                      item, here[0], {**here[1], "tf1": tf1})))
 
@@ -114,9 +116,9 @@ def _models_kind() -> _Kind:
 def _check(kind: _Kind, args, started: float) -> int:
     """Runs the TF1 process and the TF2 routes at the same time, then compares; prints the
     table (or JSON) and returns the exit status: 0 all agree, 1 a mismatch, 2 no item
-    matches or the TF1 process failed."""
+    matches or a worker process failed."""
     from compat_grads._tf import tf
-    from compat_grads.testing.checks import TF1Process, TF1ProcessError
+    from compat_grads.testing.checks import WorkerError
 
     matching = kind.items(args.pattern)
     if not matching:
@@ -130,13 +132,13 @@ def _check(kind: _Kind, args, started: float) -> int:
         what = (f"full check of all {len(items)} {kind.name} items" if args.full else
                 f"quick check of {len(items)} of {len(matching)} {kind.name} items: "
                 f"{kind.rule} (--full runs all)")
-        print(f"compat-grads check: TensorFlow {tf.__version__}, {what}; the TF1 graph route "
-              f"runs in a second process meanwhile.", file=sys.stderr)
+        print(f"compat-grads check: TensorFlow {tf.__version__}, {what}; the TF1 graph routes "
+              f"run in a second process meanwhile.", file=sys.stderr)
     try:
-        here, tf1 = _run_both_sides(kind, items, args, TF1Process)
-    except TF1ProcessError as err:
-        print(f"compat-grads check: the TF1 graph route ({', '.join(kind.tf1_routes)}) "
-              f"failed in its process: {err.first_line}", file=sys.stderr)
+        here, tf1 = _run_both_sides(kind, items, args)
+    except WorkerError as err:
+        print(f"compat-grads check: {err.name} failed in its process: {err.first_line}",
+              file=sys.stderr)
         return 2
     records = [kind.record(item, here[item.id], tf1[item.id]) for item in items]
     rows = _rows(records)
@@ -152,22 +154,54 @@ def _check(kind: _Kind, args, started: float) -> int:
     return 1 if any(row["verdict"] != "ok" for row in rows) else 0
 
 
-def _run_both_sides(kind: _Kind, items, args, process_class):
-    """({item id: TF2 result}, {item id: TF1 result}), the TF1 process running meanwhile;
-    stops early when that process fails."""
-    totals = {"TF1": len(items), "TF2": len(items)}
-    with _progress.Progress("compat-grads check", totals, sys.stderr, enabled=not args.quiet,
-                            interval=args.heartbeat) as progress, \
-            process_class([item.id for item in items], **kind.tf1_options,
-                          on_item=lambda item_id: progress.advance("TF1", item_id)) as tf1:
+SHARE_FROM = 8
+"""From this many items on, a second process shares the TF2 routes' work (below it, its
+start costs more than it saves)."""
+
+
+def _run_both_sides(kind: _Kind, items, args):
+    """({item id: TF2 result}, {item id: TF1 result}): the TF1 process runs meanwhile and,
+    for larger runs, a second TF2 process takes items from the back of the queue while this
+    one takes them from the front. Stops early when a worker fails."""
+    from compat_grads.testing.checks import WorkerProcess
+
+    by_id = {item.id: item for item in items}
+    queue = collections.deque(by_id)
+    with contextlib.ExitStack() as stack:
+        progress = stack.enter_context(_progress.Progress(
+            "compat-grads check", {"TF1": len(items), "TF2": len(items)}, sys.stderr,
+            enabled=not args.quiet, interval=args.heartbeat))
+        tf1 = stack.enter_context(WorkerProcess(
+            **kind.tf1_worker, on_item=lambda item_id: progress.advance("TF1", item_id)))
+        tf1.send(by_id)
+        workers = [tf1]
+        if len(items) >= SHARE_FROM:
+            def helper_done(item_id):
+                progress.advance("TF2", item_id)
+                _hand_next(queue, helper)
+            helper = stack.enter_context(WorkerProcess(**kind.tf2_worker,
+                                                       on_item=helper_done))
+            _hand_next(queue, helper)
+            workers.append(helper)
         here = {}
-        for item in items:
-            if tf1.failed:
-                break
-            progress.show(item.id)
-            here[item.id] = kind.run_here(item)
-            progress.advance("TF2", item.id)
-        return here, tf1.results()
+        while queue and not any(worker.failed for worker in workers):
+            item_id = queue.popleft()
+            progress.show(item_id)
+            here[item_id] = kind.run_here(by_id[item_id])
+            progress.advance("TF2", item_id)
+        results = [worker.results() for worker in workers]
+        for shared in results[1:]:
+            here.update(shared)
+        return here, results[0]
+
+
+def _hand_next(queue, worker):
+    """Gives `worker` the item at the back of `queue`, or closes its input when none is
+    left."""
+    try:
+        worker.send([queue.pop()])
+    except IndexError:
+        worker.close_input()
 
 
 @contextlib.contextmanager

@@ -3,12 +3,16 @@ progress on stderr (heartbeat lines off a terminal), `--quiet`, pure `--json` on
 TensorFlow log at start, Ctrl-C and SIGTERM leaving no TF1 process behind, and a clear
 error when the TF1 process cannot start."""
 
+import fcntl
 import json
 import os
+import pty
 import re
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import time
 
 import pytest
@@ -126,6 +130,31 @@ def test_a_run_off_a_terminal_beats_and_starts_quiet():
                         lines[-1]), lines[-1]
 
 
+def test_a_terminal_gets_a_live_bar():
+    primary, replica = pty.openpty()
+    fcntl.ioctl(replica, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
+    check = subprocess.Popen([sys.executable, "-m", "compat_grads", "check", "-k", ONE_ITEM],
+                             stdout=subprocess.PIPE, stderr=replica, text=True, env=_env())
+    os.close(replica)
+    screen = b""
+    while True:
+        try:
+            chunk = os.read(primary, 4096)
+        except OSError:  # the terminal closed with the check
+            break
+        if not chunk:
+            break
+        screen += chunk
+    os.close(primary)
+    out, _ = check.communicate(timeout=300)
+    assert check.returncode == 0
+    text = screen.decode("utf-8", "replace")
+    assert re.search(r"compat-grads check: +\d+%\|.*\| \d/2 \[00:\d\d", text), text
+    assert "TF1 " in text and "TF2 " in text
+    assert not HEARTBEAT.search(text), "no heartbeat lines on a terminal"
+    assert out.splitlines()[-1].startswith("1 of 1 rows agree")
+
+
 def test_quiet_json_is_pure_json_and_nothing_else():
     done = _check("-k", ONE_ITEM, "--json", "--quiet", "--heartbeat", "0.1")
     assert done.returncode == 0, done.stderr
@@ -183,7 +212,7 @@ def test_a_stopped_check_leaves_no_tf1_process(sig, status):
             if re.search(r"\(TF1 [1-9]\d*/\d+, TF2 [1-9]", line):
                 break
         children = _children(check.pid)
-        assert children, "the TF1 process runs beside the TF2 routes"
+        assert len(children) == 2, "a TF1 process and a second TF2 process run beside this one"
         check.send_signal(sig)
         stopped = time.monotonic()
         out, err = check.communicate(timeout=60)
@@ -207,7 +236,7 @@ def test_a_tf1_process_that_cannot_start_is_named_with_its_error(tmp_path, monke
     assert cli.main(["check", "--full", "--quiet"]) == 2
     assert time.monotonic() - started < 60  # the TF2 side stops as soon as the TF1 one fails
     err = capsys.readouterr().err
-    assert err.startswith("compat-grads check: the TF1 graph route (tf1.tensor, tf1.callable, "
+    assert err.startswith("compat-grads check: the TF1 graph routes (tf1.tensor, tf1.callable, "
                           "tf1.tape) failed in its process: ImportError: compat_grads needs "
                           "TensorFlow"), err
     assert "libtensorflow_framework.so.2" in err

@@ -47,14 +47,14 @@ def judge(item, results, reference=None, bitwise=True):
     return problems + found, results, worst_oracle, worst_route
 
 
-class TF1ProcessError(RuntimeError):
-    """The TF1 worker process failed: `first_line` is its error in one line, `log` the end
-    of what it wrote to stderr."""
+class WorkerError(RuntimeError):
+    """A worker process failed: `name` says what it ran, `first_line` is its error in one
+    line, `log` the end of what it wrote to stderr."""
 
-    def __init__(self, returncode, log):
-        self.returncode, self.log = returncode, log
+    def __init__(self, name, returncode, log):
+        self.name, self.returncode, self.log = name, returncode, log
         self.first_line = first_error_line(log) or f"exit status {returncode}"
-        super().__init__(f"the TF1 worker process failed (exit status {returncode}): "
+        super().__init__(f"{name} failed in its process (exit status {returncode}): "
                          f"{self.first_line}\n{log[-4000:]}")
 
 
@@ -71,33 +71,47 @@ def first_error_line(log: str) -> str | None:
     return (errors or lines or [None])[-1]
 
 
-class TF1Process:
-    """The TF1 side, in a process of its own with v2 behaviour disabled, running while this
-    process does other work: `python -m compat_grads.testing.worker` on the items `ids`.
+class WorkerProcess:
+    """Items run in a process of its own (`python -m compat_grads.testing.worker`) while
+    this one does other work: on the TF1 routes with v2 behaviour disabled there, or with
+    `tf2` on TF2 routes, to share the TF2 work.
 
-    `on_item(item_id)` is called (from a reader thread) as each item finishes there. Use it
-    as a context manager: leaving the block, normally or by an exception (Ctrl-C included),
-    stops the process, so no worker outlives its caller.
+    `send(ids)` hands it items (it runs them in that order); `close_input()` says there
+    are no more; `results()` waits and returns {item id: result}. `on_item(item_id)` is
+    called from a reader thread as each item finishes. Use it as a context manager: leaving
+    the block, normally or by an exception (Ctrl-C included), stops the process, so no
+    worker outlives its caller.
     """
 
-    def __init__(self, ids, routes=(), *, models=False, bitwise=False, on_item=None):
+    def __init__(self, routes=(), *, models=False, bitwise=False, tf2=False, on_item=None):
+        side = "the TF2 routes" if tf2 else "the TF1 graph routes"
+        self.name = f"{side} ({', '.join(routes) if routes else 'Keras model items'})"
         self._folder = tempfile.TemporaryDirectory()
-        self._out = os.path.join(self._folder.name, "tf1.pickle")
-        ids_file = os.path.join(self._folder.name, "ids.txt")
-        with open(ids_file, "w") as handle:
-            handle.write("\n".join(ids))
-        command = [sys.executable, "-m", "compat_grads.testing.worker", self._out, ids_file,
-                   *routes, *(["--models"] if models else []),
-                   *(["--bitwise"] if bitwise else [])]
+        self._out = os.path.join(self._folder.name, "results.pickle")
+        command = [sys.executable, "-m", "compat_grads.testing.worker", self._out, *routes,
+                   *(["--models"] if models else []), *(["--bitwise"] if bitwise else []),
+                   *(["--tf2"] if tf2 else [])]
         self._stderr = open(os.path.join(self._folder.name, "stderr.txt"), "w+")
-        self._process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=self._stderr,
-                                         stdin=subprocess.DEVNULL, text=True)
+        self._process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=self._stderr, text=True)
+        self._input_lock = threading.Lock()
         self._reader = threading.Thread(target=self._read, args=(on_item,), daemon=True)
         self._reader.start()
 
-    @property
-    def pid(self) -> int:
-        return self._process.pid
+    def send(self, ids) -> None:
+        with self._input_lock:
+            try:
+                self._process.stdin.write("".join(f"{i}\n" for i in ids))
+                self._process.stdin.flush()
+            except (BrokenPipeError, ValueError):  # it has died or is closing: results() says
+                pass
+
+    def close_input(self) -> None:
+        with self._input_lock:
+            try:
+                self._process.stdin.close()
+            except BrokenPipeError:
+                pass
 
     def _read(self, on_item):
         for line in self._process.stdout:
@@ -110,8 +124,10 @@ class TF1Process:
         return self._process.poll() not in (None, 0)
 
     def results(self, timeout=None) -> dict:
-        """Waits for the process; returns what it pickled. Raises TF1ProcessError if it
-        failed, subprocess.TimeoutExpired (after stopping it) if it ran past `timeout`."""
+        """Closes the input, waits for the process and returns what it pickled. Raises
+        WorkerError if it failed, subprocess.TimeoutExpired (after stopping it) if it ran
+        past `timeout`."""
+        self.close_input()
         try:
             returncode = self._process.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -120,7 +136,7 @@ class TF1Process:
         self._reader.join()
         if returncode != 0:
             self._stderr.seek(0)
-            raise TF1ProcessError(returncode, self._stderr.read())
+            raise WorkerError(self.name, returncode, self._stderr.read())
         with open(self._out, "rb") as handle:
             return pickle.load(handle)
 
@@ -135,6 +151,7 @@ class TF1Process:
 
     def __exit__(self, *exc):
         self.stop()
+        self.close_input()
         self._process.stdout.close()
         self._stderr.close()
         self._folder.cleanup()
@@ -144,10 +161,11 @@ def run_tf1_process(items, routes, bitwise=False, timeout=1800) -> dict:
     """Runs `items` on TF1 `routes` in a new process with v2 behaviour disabled (and, with
     `bitwise`, the runtime pinned as in `tolerances.pin_runtime_for_bitwise`).
 
-    Returns {item id: {route: Result}}. Raises TF1ProcessError with the worker's output if
-    the worker fails.
+    Returns {item id: {route: Result}}. Raises WorkerError with the worker's output if the
+    worker fails.
     """
-    with TF1Process([item.id for item in items], routes, bitwise=bitwise) as process:
+    with WorkerProcess(routes, bitwise=bitwise) as process:
+        process.send(item.id for item in items)
         return process.results(timeout)
 
 

@@ -7,7 +7,7 @@ loss in the full batch), on a float64 copy of the model. The oracle of input Jac
 float64 central differences of that copy. Both run in the current process: eagerly in TF2,
 in a Session in TF1 (GradientTape records graphs too).
 
-TF1 results come from `python -m compat_grads.testing.worker OUT IDS --models` (v2 behaviour
+TF1 results come from `python -m compat_grads.testing.worker OUT --models` (v2 behaviour
 disabled).
 """
 
@@ -449,9 +449,10 @@ def judge(item: ModelItem, expected: list, outcomes: dict):
 
 def run_tf1_process(pattern: str | None = None, timeout: int = 900) -> dict:
     """{item id: Outcome} of the TF1 route, run in a new process with v2 behaviour off."""
-    from compat_grads.testing.checks import TF1Process
+    from compat_grads.testing.checks import WorkerProcess
 
-    with TF1Process([item.id for item in items(pattern)], models=True) as process:
+    with WorkerProcess(models=True) as process:
+        process.send(item.id for item in items(pattern))
         return process.results(timeout)
 
 
