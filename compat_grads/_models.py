@@ -7,13 +7,13 @@ Mode-agnostic like `_structure`: whether a model can run in the current mode is 
 from __future__ import annotations
 
 from compat_grads._errors import describe, message
-from compat_grads._tf import tf
+from compat_grads._tf import is_keras3_class, tf
 
 
 def is_keras3(obj) -> bool:
-    """Whether `obj` is a Keras 3 object (a class from package `keras` in its bases, so
-    subclassed models count), not `tf_keras` / `tf.keras` 2."""
-    return any(cls.__module__.split(".")[0] == "keras" for cls in type(obj).__mro__)
+    """Whether `obj` is a Keras 3 object (a Keras 3 class in its bases, so subclassed
+    models count), not `tf_keras` / `tf.keras` 2."""
+    return any(is_keras3_class(cls) for cls in type(obj).__mro__)
 
 
 def unwrap_variable(leaf):

@@ -1,6 +1,10 @@
-"""The one import of TensorFlow, with a clear message when it is missing or too old."""
+"""The one import of TensorFlow, with a clear message when it is missing or too old, and the
+one place that knows how TensorFlow releases (2.12 to nightly) differ: the rest of the code
+asks the functions here, never `tf.__version__`."""
 
-MIN_VERSION = (2, 16)
+import sys
+
+MIN_VERSION = (2, 12)
 _INSTALL_HINT = (
     "Install it with the extra that fits your machine: "
     "pip install 'compat_grads[cpu]' (tensorflow-cpu) or pip install 'compat_grads[tf]' "
@@ -27,4 +31,35 @@ if _version_tuple(tf.__version__) < MIN_VERSION:  # pragma: no cover - needs an 
         f"TensorFlow {tf.__version__} is installed. {_INSTALL_HINT}"
     )
 
-__all__ = ["tf", "MIN_VERSION"]
+RELEASE = _version_tuple(tf.__version__)
+KERAS2_BUILT_IN = RELEASE < (2, 16)
+"""Up to TensorFlow 2.15 `tf.keras` is Keras 2; from 2.16 it is Keras 3 unless
+TF_USE_LEGACY_KERAS=1 makes it the `tf_keras` package."""
+
+
+def keras2():
+    """Keras 2, the Keras that runs in TF1 graphs: `tf.keras` up to TensorFlow 2.15, the
+    `tf_keras` package from 2.16 on (ImportError with the fix when it is missing)."""
+    if KERAS2_BUILT_IN:
+        return tf.keras
+    try:
+        import tf_keras
+    except ImportError as err:
+        raise ImportError(
+            f"TensorFlow {tf.__version__}'s Keras 2 is the tf_keras package, but it could not "
+            f"be imported ({err}). Install it: pip install 'tf-keras~="
+            f"{RELEASE[0]}.{RELEASE[1]}.0'.") from err
+    return tf_keras
+
+
+def is_keras3_class(cls) -> bool:
+    """Whether `cls` comes from Keras 3 (package `keras` version 3 or later); up to
+    TensorFlow 2.15 package `keras` is Keras 2, which is `tf.keras` itself."""
+    package = cls.__module__.split(".")[0]
+    if package != "keras":
+        return False
+    version = getattr(sys.modules.get("keras"), "__version__", "3")
+    return _version_tuple(version) >= (3, 0)
+
+
+__all__ = ["tf", "MIN_VERSION", "RELEASE", "KERAS2_BUILT_IN", "keras2", "is_keras3_class"]

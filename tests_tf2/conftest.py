@@ -1,6 +1,15 @@
 """TF2 suite: the runtime is pinned so that routes running the same algorithm agree bit for
 bit (see compat_grads.testing.tolerances)."""
 
+import pytest
+
+from compat_grads._tf import tf
 from compat_grads.testing import tolerances
 
 tolerances.pin_runtime_for_bitwise()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _tensorflow_release(record_testsuite_property):
+    """The release under test, in the JUnit file (docs/support_table.py reads it)."""
+    record_testsuite_property("tensorflow", tf.__version__)

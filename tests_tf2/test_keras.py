@@ -5,10 +5,12 @@ import numpy as np
 import pytest
 
 import compat_grads as cg
-from compat_grads._tf import tf
+from compat_grads._tf import KERAS2_BUILT_IN, tf
 from compat_grads.testing import models
 
 MLP = [c for c in models.CASES if c.name == "mlp"][0]
+needs_keras3 = pytest.mark.skipif(
+    KERAS2_BUILT_IN, reason="TensorFlow up to 2.15 has no Keras 3: tf.keras is Keras 2")
 
 
 def _keras3_mlp():
@@ -28,6 +30,7 @@ def _loop_per_example(model, weights, x, y):
     return [tf.stack(column).numpy() for column in zip(*rows)]
 
 
+@needs_keras3
 @pytest.mark.parametrize("compile", [True, False])
 def test_keras3_model_per_example_gradients_and_batch_jacobian(compile):
     model = _keras3_mlp()
@@ -48,6 +51,7 @@ def test_keras3_model_per_example_gradients_and_batch_jacobian(compile):
             tape.batch_jacobian(out, x).numpy(), rtol=1e-5, atol=1e-6)
 
 
+@needs_keras3
 def test_keras3_weights_are_sources_in_forward_mode():
     model = _keras3_mlp()
     x = tf.constant(models.inputs(MLP)[0], tf.float32)
@@ -60,6 +64,7 @@ def test_keras3_weights_are_sources_in_forward_mode():
         np.testing.assert_allclose(f.numpy(), r.numpy(), rtol=1e-5, atol=1e-6)
 
 
+@needs_keras3
 def test_keras3_model_in_a_v1_graph_is_a_clear_mode_error():
     model = _keras3_mlp()
     with tf.Graph().as_default():
@@ -166,6 +171,7 @@ def test_inputs_and_labels_must_have_the_same_number_of_examples():
         compute(x, tf.constant(y[:3]))
 
 
+@needs_keras3
 def test_a_subclassed_keras3_model_is_recognised():
     import keras
 
@@ -176,7 +182,15 @@ def test_a_subclassed_keras3_model_is_recognised():
             return x
 
     assert is_keras3(Mine())
-    assert not is_keras3(models.build_model(MLP))
+
+
+def test_keras2_models_are_never_taken_for_keras3():
+    from compat_grads._models import is_keras3
+
+    model = models.build_model(MLP)
+    assert not is_keras3(model)
+    # Up to TensorFlow 2.15 Keras 2 itself is the package `keras`; later it is tf_keras.
+    assert type(model).__module__.startswith("keras.") == KERAS2_BUILT_IN
 
 
 def test_a_dropped_model_is_freed_from_the_compile_cache():

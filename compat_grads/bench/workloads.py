@@ -10,7 +10,7 @@ import dataclasses
 import numpy as np
 
 import compat_grads as cg
-from compat_grads._tf import tf
+from compat_grads._tf import keras2, tf
 from compat_grads.bench.timing import interleaved_ms
 
 try:  # optional: pip install "compat_grads[bench]" jax
@@ -222,8 +222,7 @@ def per_sample_hessian(batch, features, repeats):
 
 
 def _keras_model(kind, seed=0):
-    import tf_keras as keras
-
+    keras = keras2()
     keras.utils.set_random_seed(seed)
     layers = keras.layers
     if kind == "MLP":
@@ -234,10 +233,9 @@ def _keras_model(kind, seed=0):
 
 
 def per_example(kind, batch, repeats):
-    """Per-example loss gradients of a tf_keras model: ours against a Python loop of
+    """Per-example loss gradients of a Keras 2 model: ours against a Python loop of
     GradientTape.gradient over examples and TensorFlow's vectorized_map recipe."""
-    import tf_keras as keras
-
+    keras = keras2()
     model, shape = _keras_model(kind)
     x = tf.constant(_rng(5).standard_normal((batch, *shape)).astype(np.float32))
     y = tf.constant(_rng(6).integers(0, 10, batch))

@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from compat_grads._tf import tf
+from compat_grads._tf import keras2, tf
 from compat_grads.testing.matrix import cover, select
 from compat_grads.testing.tolerances import scaled_error
 
@@ -34,10 +34,9 @@ FUNCTIONS = ("per_example_gradients", "weights_jacobian", "batch_jacobian")
 
 
 def keras():
-    """`tf_keras` (Keras 2), the Keras that runs in TF1 graphs."""
-    import tf_keras
-
-    return tf_keras
+    """Keras 2, the Keras that runs in TF1 graphs (`tf.keras` up to TensorFlow 2.15, the
+    `tf_keras` package from 2.16)."""
+    return keras2()
 
 
 @dataclasses.dataclass(frozen=True)

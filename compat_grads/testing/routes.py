@@ -41,6 +41,29 @@ class Result:
     error_type: type | None = None
     warnings: list = dataclasses.field(default_factory=list)
 
+    def __getstate__(self):
+        # Results cross processes; TensorFlow before 2.13 has its own bfloat16 numpy type,
+        # which does not pickle: such arrays travel as float64 (exact) and their dtype name.
+        state = dict(self.__dict__)
+        state["values"] = [_portable(v) for v in self.values]
+        return state
+
+    def __setstate__(self, state):
+        state["values"] = [_restored(v) for v in state["values"]]
+        self.__dict__.update(state)
+
+
+def _portable(value):
+    if isinstance(value, np.ndarray) and value.dtype.type.__module__ == "builtins":
+        return ("dtype", tf.as_dtype(value.dtype).name, value.astype(np.float64))
+    return value
+
+
+def _restored(value):
+    if isinstance(value, tuple) and len(value) == 3 and value[0] == "dtype":
+        return value[2].astype(tf.as_dtype(value[1]).as_numpy_dtype)
+    return value
+
 
 def run(item, route: str) -> Result:
     """Runs `item` on `route` in this process; exceptions are captured in `Result.error`."""
