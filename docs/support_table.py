@@ -81,9 +81,11 @@ def table(results: dict, date: str) -> str:
         name = "nightly" if release == "nightly" else f"2.{release[3:]}"
         rows.append([name, version, *("not run" if c is None else c.cell() for c in cells)])
     lines = ["Supported TensorFlow releases", "=" * 29, "",
-             f"Both suites on every release, from one run of ``tox -m releases -m nightly`` on "
-             f"{date} (2 CPU cores, Python 3.11), written by ``python docs/support_table.py``.",
-             "The newest and the oldest release run in CI on every change.", "",
+             "Both suites on each release (``tox -m releases -p 2``, ``tox -m nightly``), on",
+             f"2 CPU cores with Python 3.11; table written on {date} by",
+             "``python docs/support_table.py`` from those runs' JUnit files. Times are wall",
+             "times with two environments at a time. CI runs the newest and the oldest",
+             "release on every change.", "",
              ".. list-table::", "   :header-rows: 1", ""]
     for row in [header, *rows]:
         lines.append(f"   * - {row[0]}")

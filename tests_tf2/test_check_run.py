@@ -256,3 +256,27 @@ def test_no_item_matches_in_quick_and_full(capsys):
     for extra in ([], ["--full"]):
         assert cli.main(["check", "-k", "no-such-case", *extra]) == 2
         assert "no matrix item matches -k 'no-such-case'" in capsys.readouterr().err
+
+
+def test_models_without_keras2_say_what_to_install(monkeypatch, capsys):
+    from compat_grads import _tf
+
+    def missing():
+        raise ImportError("TensorFlow 2.21.0's Keras 2 is the tf_keras package, but it could "
+                          "not be imported (No module named 'tf_keras'). Install it: pip "
+                          "install 'tf-keras~=2.21.0'.")
+    monkeypatch.setattr(_tf, "keras2", missing)
+    assert cli.main(["check", "--models"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("compat-grads check: TensorFlow 2.21.0's Keras 2 is the tf_keras")
+    assert "pip install 'tf-keras~=2.21.0'" in err
+
+
+def test_keras2_names_the_package_to_install(monkeypatch):
+    from compat_grads import _tf
+
+    monkeypatch.setattr(_tf, "KERAS2_BUILT_IN", False)
+    monkeypatch.setitem(sys.modules, "tf_keras", None)  # import tf_keras now fails
+    with pytest.raises(ImportError, match=r"Keras 2 is the tf_keras package.*pip install "
+                                          r"'tf-keras~=2\.\d+\.0'"):
+        _tf.keras2()
