@@ -74,7 +74,7 @@ def main(argv=None) -> int:
         try:
             return _check(kind, args, started)
         except KeyboardInterrupt:
-            print("compat-grads check: interrupted; the TF1 process was stopped.",
+            print("compat-grads check: interrupted; its worker processes were stopped.",
                   file=sys.stderr)
             return 130
 

@@ -223,6 +223,8 @@ def test_a_stopped_check_leaves_no_tf1_process(sig, status):
     assert not [pid for pid in children if _alive(pid)]
     assert "Traceback" not in err
     assert out == ""
+    if sig == signal.SIGINT:
+        assert "interrupted; its worker processes were stopped" in err
 
 
 def test_a_tf1_process_that_cannot_start_is_named_with_its_error(tmp_path, monkeypatch,
