@@ -38,10 +38,15 @@ TF_USE_LEGACY_KERAS=1 makes it the `tf_keras` package."""
 
 
 def keras2():
-    """Keras 2, the Keras that runs in TF1 graphs: `tf.keras` up to TensorFlow 2.15, the
-    `tf_keras` package from 2.16 on (ImportError with the fix when it is missing)."""
+    """Keras 2, the Keras that runs in TF1 graphs: the `keras` package (what `tf.keras` is)
+    up to TensorFlow 2.15, the `tf_keras` package from 2.16 on (ImportError with the fix
+    when it is missing)."""
     if KERAS2_BUILT_IN:
-        return tf.keras
+        # Not `tf.keras`: on 2.15 TF_USE_LEGACY_KERAS=1 sends it to tf_keras, and without
+        # tf_keras installed its lazy loader recurses until RecursionError.
+        import keras
+
+        return keras
     try:
         import tf_keras
     except ImportError as err:
