@@ -61,25 +61,30 @@ def read(path: pathlib.Path) -> Counts:
     return counts
 
 
-def _key(env: str):
-    """(release sort key, suite) of a tox environment name such as tf2-tf212-doctests."""
-    match = re.fullmatch(r"(tf[12])-(tf2\d\d|nightly)(-doctests)?", env)
+def _suite(env: str):
+    """(environment, suite) of a JUnit file's name: tf1-tf212 -> ("tf1-tf212", "tf1"),
+    tf2-doctests -> ("tf2", "tf2-doctests"); None for other environments (lint)."""
+    match = re.fullmatch(r"((tf[12])(-tf2\d\d|-nightly)?)(-doctests)?", env)
     if match is None:
         return None
-    side, release, doctests = match.groups()
-    return release, side + (doctests or "")
+    return match.group(1), match.group(2) + (match.group(4) or "")
+
+
+def _release(version: str) -> str:
+    """"2.12" for 2.12.1, "nightly" for a development build."""
+    return "nightly" if "dev" in version else ".".join(version.split(".")[:2])
 
 
 def table(results: dict, date: str) -> str:
     """The reStructuredText page for {(release, suite): Counts}."""
-    releases = sorted({r for r, _ in results}, key=lambda r: (r == "nightly", r))
+    releases = sorted({r for r, _ in results},
+                      key=lambda r: (r == "nightly", [int(n) for n in r.split(".") if n.isdigit()]))
     header = ["release", "TensorFlow", *SUITES.values()]
     rows = []
     for release in releases:
         cells = [results.get((release, suite)) for suite in SUITES]
         version = next((c.tensorflow for c in cells if c is not None), "?")
-        name = "nightly" if release == "nightly" else f"2.{release[3:]}"
-        rows.append([name, version, *("not run" if c is None else c.cell() for c in cells)])
+        rows.append([release, version, *("not run" if c is None else c.cell() for c in cells)])
     lines = ["Supported TensorFlow releases", "=" * 29, "",
              "Both suites on each release (``tox -m releases -p 2``, ``tox -m nightly``), on",
              f"2 CPU cores with Python 3.11; table written on {date} by",
@@ -94,11 +99,20 @@ def table(results: dict, date: str) -> str:
 
 
 def collect(folder: pathlib.Path) -> dict:
-    results = {}
+    """{(release, suite): Counts} of the JUnit files in `folder`. The release is the one
+    the suite recorded (the doctests run in the same environment as its TF2 suite), so the
+    plain tf1 / tf2 environments count for the release they installed."""
+    found = {}
     for path in sorted(folder.glob("*.xml")):
-        key = _key(path.stem)
-        if key is not None:
-            results[key] = read(path)
+        named = _suite(path.stem)
+        if named is not None:
+            found[named] = read(path)
+    versions = {env: c.tensorflow for (env, _), c in found.items() if c.tensorflow != "?"}
+    results = {}
+    for (env, suite), counts in found.items():
+        counts.tensorflow = versions.get(env, counts.tensorflow)
+        if counts.tensorflow != "?":
+            results[_release(counts.tensorflow), suite] = counts
     return results
 
 

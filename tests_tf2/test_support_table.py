@@ -13,7 +13,7 @@ _spec.loader.exec_module(support_table)
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 <testsuites><testsuite name="pytest" errors="0" failures="1" skipped="2" tests="6" time="{time}">
-<properties><property name="tensorflow" value="{version}"/></properties>
+{properties}
 <testcase classname="a" name="ok1" time="1"/>
 <testcase classname="a" name="ok2" time="1"/>
 <testcase classname="a" name="bad" time="1"><failure message="x">x</failure></testcase>
@@ -27,14 +27,19 @@ JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 
 
 def _write(folder, env, version, time):
-    (folder / f"{env}.xml").write_text(JUNIT.format(version=version, time=time), "utf-8")
+    properties = "" if version == "?" else (
+        f'<properties><property name="tensorflow" value="{version}"/></properties>')
+    (folder / f"{env}.xml").write_text(JUNIT.format(properties=properties, time=time), "utf-8")
 
 
 def test_counts_and_the_page(tmp_path):
     _write(tmp_path, "tf1-tf212", "2.12.1", 81.4)
     _write(tmp_path, "tf2-tf212", "2.12.1", 400.0)
     _write(tmp_path, "tf1-nightly", "2.23.0-dev20261026", 90.0)
-    _write(tmp_path, "lint", "-", 1.0)  # not a release suite: left out
+    _write(tmp_path, "tf1", "2.21.0", 70.0)  # the plain environment counts for its release
+    _write(tmp_path, "tf2-doctests", "?", 3.0)  # ... and so do its doctests
+    _write(tmp_path, "tf2", "2.21.0", 300.0)
+    _write(tmp_path, "lint", "2.21.0", 1.0)  # not a suite: left out
     counts = support_table.read(tmp_path / "tf1-tf212.xml")
     assert (counts.passed, counts.failed, counts.xfailed, counts.skipped) == (2, 2, 1, 1)
     assert counts.tensorflow == "2.12.1" and counts.seconds == 81.4
@@ -43,8 +48,12 @@ def test_counts_and_the_page(tmp_path):
     page = out.read_text("utf-8")
     assert "   * - 2.12\n     - 2.12.1\n     - 2 passed, 2 failed, 1 xfail, 1 skipped (81 s)\n" \
            "     - 2 passed, 2 failed, 1 xfail, 1 skipped (400 s)\n     - not run\n" in page
-    assert page.index("   * - 2.12") < page.index("   * - nightly")
+    assert page.index("   * - 2.12") < page.index("   * - 2.21") < page.index("   * - nightly")
     assert "2.23.0-dev20261026" in page
+    assert "   * - 2.21\n     - 2.21.0\n     - 2 passed, 2 failed, 1 xfail, 1 skipped (70 s)\n" \
+           "     - 2 passed, 2 failed, 1 xfail, 1 skipped (300 s)\n" \
+           "     - 2 passed, 2 failed, 1 xfail, 1 skipped (3 s)\n" in page
+    assert page.count("   * - ") == 4  # header, 2.12, 2.21, nightly
 
 
 def test_no_results_is_an_error(tmp_path, capsys):
