@@ -11,6 +11,8 @@ _spec = importlib.util.spec_from_file_location("support_table", DOCS / "support_
 support_table = sys.modules["support_table"] = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(support_table)
 
+# Test data, not skipped tests: a JUnit file as pytest writes it, with one of each outcome
+# (an expected failure is a <skipped type="pytest.xfail">), so the counts can be checked.
 JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 <testsuites><testsuite name="pytest" errors="0" failures="1" skipped="2" tests="6" time="{time}">
 {properties}
