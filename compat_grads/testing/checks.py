@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import queue
 import re
 import subprocess
 import sys
@@ -53,19 +54,24 @@ class WorkerError(RuntimeError):
 
     def __init__(self, name, returncode, log):
         self.name, self.returncode, self.log = name, returncode, log
-        self.first_line = first_error_line(log) or f"exit status {returncode}"
-        super().__init__(f"{name} failed in its process (exit status {returncode}): "
-                         f"{self.first_line}\n{log[-4000:]}")
+        found = first_error_line(log)
+        self.first_line = found or f"exit status {returncode}"
+        super().__init__(f"{name} failed in its process (exit status {returncode})"
+                         + (f": {found}" if found else "") + f"\n{log[-4000:]}".rstrip())
 
 
 _NATIVE_LOG = re.compile(r"^([IWEF]\d{4} |WARNING: All log messages before absl)")
 
 
+def without_native_log(log: str) -> list:
+    """The non-blank lines of a child's stderr that are not TensorFlow's native log."""
+    return [line for line in log.splitlines() if line.strip() and not _NATIVE_LOG.match(line)]
+
+
 def first_error_line(log: str) -> str | None:
     """The line of a child's stderr that says what went wrong: the exception line that ends
     a Python traceback (TensorFlow's own log lines are passed over)."""
-    lines = [line for line in log.splitlines()
-             if line.strip() and not _NATIVE_LOG.match(line)]
+    lines = without_native_log(log)
     errors = [line for line in lines if re.match(r"^[\w.]+(Error|Exception|Interrupt|Exit)\b",
                                                  line)]
     return (errors or lines or [None])[-1]
@@ -78,23 +84,28 @@ class WorkerProcess:
 
     `send(ids)` hands it items (it runs them in that order); `close_input()` says there
     are no more; `results()` waits and returns {item id: result}. `on_item(item_id)` is
-    called from a reader thread as each item finishes. Use it as a context manager: leaving
+    called from a reader thread as each item finishes. With `calls` it runs functions in a
+    TF1 graph process instead (`compat_grads.testing.remote`): `call(line)` sends one
+    request and returns its reply. Use it as a context manager: leaving
     the block, normally or by an exception (Ctrl-C included), stops the process, so no
     worker outlives its caller.
     """
 
-    def __init__(self, routes=(), *, models=False, bitwise=False, tf2=False, on_item=None):
+    def __init__(self, routes=(), *, models=False, bitwise=False, tf2=False, calls=False,
+                 on_item=None):
         side = "the TF2 routes" if tf2 else "the TF1 graph routes"
-        self.name = f"{side} ({', '.join(routes) if routes else 'Keras model items'})"
+        self.name = ("the TF1 worker process" if calls else
+                     f"{side} ({', '.join(routes) if routes else 'Keras model items'})")
         self._folder = tempfile.TemporaryDirectory()
         self._out = os.path.join(self._folder.name, "results.pickle")
         command = [sys.executable, "-m", "compat_grads.testing.worker", self._out, *routes,
                    *(["--models"] if models else []), *(["--bitwise"] if bitwise else []),
-                   *(["--tf2"] if tf2 else [])]
+                   *(["--tf2"] if tf2 else []), *(["--calls"] if calls else [])]
         self._stderr = open(os.path.join(self._folder.name, "stderr.txt"), "w+")
         self._process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          stderr=self._stderr, text=True)
-        self._input_lock = threading.Lock()
+        self._input_lock, self._call_lock = threading.Lock(), threading.Lock()
+        self._replies = queue.Queue()
         self._reader = threading.Thread(target=self._read, args=(on_item,), daemon=True)
         self._reader.start()
 
@@ -117,6 +128,22 @@ class WorkerProcess:
         for line in self._process.stdout:
             if line.startswith("done ") and on_item is not None:
                 on_item(line[5:].strip())
+            elif line.startswith(("returned ", "raised ")):
+                self._replies.put(line.rstrip("\n"))
+        self._replies.put(None)
+
+    def call(self, line: str) -> str | None:
+        """Sends one request line and waits for its reply line; None when the process ended
+        first (then `error()` says why)."""
+        with self._call_lock:
+            self.send([line])
+            return self._replies.get()
+
+    def error(self) -> WorkerError:
+        """What went wrong, once the process has ended: its exit status and stderr."""
+        returncode = self._process.wait()
+        self._stderr.seek(0)
+        return WorkerError(self.name, returncode, self._stderr.read())
 
     @property
     def failed(self) -> bool:
@@ -135,8 +162,7 @@ class WorkerProcess:
             raise
         self._reader.join()
         if returncode != 0:
-            self._stderr.seek(0)
-            raise WorkerError(self.name, returncode, self._stderr.read())
+            raise self.error()
         with open(self._out, "rb") as handle:
             return pickle.load(handle)
 

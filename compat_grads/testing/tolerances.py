@@ -36,3 +36,19 @@ def max_abs_difference(actual, reference) -> float:
     if actual.size == 0:
         return 0.0
     return float(np.max(np.abs(actual - np.asarray(reference, np.float64))))
+
+
+# compare_port: (rtol, atol) by the less precise dtype of the two sides; integers and bools
+# must be equal. A port runs other kernels in another runtime, so float32 allows a few ulps.
+PORT_TOLERANCE = {"bfloat16": (1e-2, 1e-2), "float16": (1e-3, 1e-3),
+                  "float32": (1e-5, 1e-6), "float64": (1e-10, 1e-12)}
+_PRECISION = ("bfloat16", "float16", "float32", "float64")
+_AS_REAL = {"complex64": "float32", "complex128": "float64"}
+
+
+def port_tolerance(dtype_a, dtype_b, rtol=None, atol=None) -> tuple:
+    """(rtol, atol) for comparing values of these two numpy dtypes, overrides applied."""
+    names = [_AS_REAL.get(np.dtype(d).name, np.dtype(d).name) for d in (dtype_a, dtype_b)]
+    floats = [n for n in names if n in PORT_TOLERANCE]
+    default = (PORT_TOLERANCE[min(floats, key=_PRECISION.index)] if floats else (0.0, 0.0))
+    return (default[0] if rtol is None else rtol, default[1] if atol is None else atol)

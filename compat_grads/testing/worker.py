@@ -1,12 +1,14 @@
 """A process that runs matrix items for another one: `python -m compat_grads.testing.worker
-OUT [ROUTE...] [--models] [--bitwise] [--tf2]`.
+OUT [ROUTE...] [--models] [--bitwise] [--tf2] [--calls]`.
 
 It reads item ids from stdin, one a line, and runs each as it arrives: matrix items on the
 given routes, or with `--models` the Keras model items. Without `--tf2` it disables v2
 behaviour first and runs the TF1 routes; with `--tf2` it runs what the calling process runs
 on the TF2 routes (the results and, for models, the oracle), to share that work. After each
 item it prints `done <item id>`; at the end of its input it pickles {item id: result} to
-OUT. Started by `compat_grads.testing.checks.WorkerProcess`."""
+OUT. With `--calls` it runs functions sent by `compat_grads.testing.remote` in a TF1
+graph process instead, one request a line, until its input ends. Started by
+`compat_grads.testing.checks.WorkerProcess`."""
 
 import argparse
 import pickle
@@ -22,10 +24,16 @@ def main(argv=None) -> int:
     parser.add_argument("--models", action="store_true")
     parser.add_argument("--bitwise", action="store_true")
     parser.add_argument("--tf2", action="store_true")
+    parser.add_argument("--calls", action="store_true")
     args = parser.parse_args(argv)
+    tf.get_logger().setLevel("ERROR")
     if not args.tf2:
         tf.compat.v1.disable_v2_behavior()
-    tf.get_logger().setLevel("ERROR")
+    if args.calls:
+        from compat_grads.testing import remote
+
+        remote.serve(sys.stdin)
+        return 0
     from compat_grads.testing import tolerances
 
     if args.bitwise or args.models:

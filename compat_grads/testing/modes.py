@@ -1,0 +1,79 @@
+"""Running a function on numpy arrays in each execution mode, returning numpy values.
+
+The pytest plugin's `cg_run` and `compare_port`'s legacy side are built on this: "tf1" (a
+TF1 graph process, `compat_grads.testing.remote`), "v1_graph" (a `tf.Graph` with a Session
+in this TF2 process), "function" (`tf.function`) and "eager".
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from compat_grads._errors import ModeError, message
+from compat_grads._tf import tf
+
+MODES = ("tf1", "v1_graph", "function", "eager")
+
+
+def run(fn, arrays, mode: str, by_value=()):
+    """`fn(*tensors)` in `mode`, one tensor per array (its dtype and shape); returns the
+    output nest with each tensor as a numpy array. In graph modes the tensors are
+    placeholders fed with the arrays and variables are initialized before the run."""
+    __tracebackhide__ = True  # pytest: failures are in fn, not here
+    arrays = [np.asarray(a) for a in arrays]
+    if mode == "tf1":
+        from compat_grads.testing import remote
+
+        return remote.call(in_session, fn, arrays, by_value=by_value,
+                           label=f"cg_run({getattr(fn, '__qualname__', type(fn).__name__)})")
+    if mode == "v1_graph":
+        return in_session(fn, arrays)
+    _check_tf2(mode)
+    call = tf.function(fn) if mode == "function" else fn
+    return to_numpy(call(*[tf.constant(a) for a in arrays]))
+
+
+def in_session(fn, arrays):
+    """`fn(*placeholders)` built in a new graph and run in a Session fed with `arrays`."""
+    with tf.Graph().as_default():
+        feeds = [placeholder(a) for a in arrays]
+        return session_values(fn(*feeds), dict(zip(feeds, arrays)))
+
+
+def placeholder(array, name=None):
+    array = np.asarray(array)
+    return tf.compat.v1.placeholder(tf.as_dtype(array.dtype), array.shape, name=name)
+
+
+def session_values(fetches, feed_dict):
+    """The values of the tensors and variables in the nest `fetches`, from a Session on the
+    default graph with every variable and table initialized; other leaves stay as they are."""
+    flat = tf.nest.flatten(fetches)
+    wanted = [i for i, leaf in enumerate(flat) if _is_tensor_like(leaf)]
+    with tf.compat.v1.Session() as session:
+        session.run([tf.compat.v1.global_variables_initializer(),
+                     tf.compat.v1.local_variables_initializer(),
+                     tf.compat.v1.tables_initializer()])
+        values = session.run([flat[i] for i in wanted], feed_dict)
+    for i, value in zip(wanted, values):
+        flat[i] = np.asarray(value)
+    return tf.nest.pack_sequence_as(fetches, flat)
+
+
+def to_numpy(nest):
+    """The nest with each eager tensor or variable as a numpy array."""
+    return tf.nest.map_structure(
+        lambda leaf: np.asarray(leaf.numpy()) if _is_tensor_like(leaf) else leaf, nest)
+
+
+def _is_tensor_like(leaf) -> bool:
+    return tf.is_tensor(leaf) or isinstance(leaf, tf.Variable)
+
+
+def _check_tf2(mode):
+    if tf.executing_eagerly():
+        return
+    raise ModeError(message(
+        "testing.modes.run", f'mode "{mode}" needs TF2 behaviour, but this code runs in '
+        "a graph (v2 behaviour disabled in this process, or inside tf.Graph().as_default())",
+        'Run it from TF2 code, or choose "tf1" / "v1_graph" (pytest: --tf-modes=tf1,v1_graph)'))

@@ -1,0 +1,159 @@
+"""Calling a function in a TF1 graph process (v2 behaviour disabled) from this one.
+
+One worker process (`python -m compat_grads.testing.worker --calls`) starts on the first
+call and serves every later one: `compare_port` runs the legacy side there, and the pytest
+plugin's `cg_run` runs its "tf1" mode there. Functions and arguments travel with cloudpickle:
+module-level functions by reference (the worker imports them, with this process's
+`sys.path`), lambdas and closures by value. What holds TensorFlow or process state (tensors,
+variables, graphs, sessions, open files, locks) cannot be sent.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import os
+import pickle
+import sys
+import threading
+import traceback
+
+import cloudpickle
+
+from compat_grads.testing.checks import WorkerError, WorkerProcess, without_native_log
+
+_lock = threading.Lock()
+_worker: WorkerProcess | None = None
+
+
+class RemoteTraceback(Exception):
+    """The traceback of an exception raised in the worker, attached as its `__cause__`."""
+
+    def __str__(self):
+        return "\n" + self.args[0].rstrip()
+
+
+class RemoteError(RuntimeError):
+    """An exception from the worker that could not be sent back as itself."""
+
+
+def call(job, *args, by_value=(), label=None, **kwargs):
+    """`job(*args, **kwargs)` in the TF1 worker; returns its (pickled) result.
+
+    `by_value` names modules whose functions are sent by value instead of by reference
+    (a test file the worker should not import); `label` says what runs, in errors (default:
+    the job's name). An exception raised by `job` is raised
+    here with its type and message, the worker's traceback as its cause. If the worker dies
+    (a crash, `os._exit`), raises `WorkerError` with its exit status and the end of its
+    stderr, and the next call starts a fresh worker.
+    """
+    __tracebackhide__ = True  # pytest: the error is the user's, not this frame's
+    request = " ".join(("call", _encode(pickle.dumps(sys.path)),
+                        _encode(_dumps((job, args, kwargs), by_value))))
+    with _lock:
+        worker = _started()
+        reply = worker.call(request)
+        if reply is None:
+            error = _crashed(worker.error(), label or getattr(job, "__qualname__", repr(job)))
+            _stop()
+            raise error
+    kind, data = reply.split(" ", 1)
+    value = pickle.loads(_decode(data))
+    if kind == "returned":
+        return value
+    raise _rebuild(*value)
+
+
+def _dumps(value, by_value) -> bytes:
+    modules = [m for m in by_value if m is not None and m.__name__ != "__main__"]
+    for module in modules:
+        cloudpickle.register_pickle_by_value(module)
+    try:
+        return cloudpickle.dumps(value)
+    finally:
+        for module in modules:
+            cloudpickle.unregister_pickle_by_value(module)
+
+
+def _started() -> WorkerProcess:
+    global _worker
+    if _worker is None or _worker.failed:
+        _worker = WorkerProcess(calls=True)
+    return _worker
+
+
+def _stop() -> None:
+    """Stops the worker (the next call starts a new one)."""
+    global _worker
+    if _worker is not None:
+        _worker.__exit__(None, None, None)
+        _worker = None
+
+
+def shutdown() -> None:
+    with _lock:
+        _stop()
+
+
+atexit.register(shutdown)
+
+
+def _crashed(error: WorkerError, name) -> WorkerError:
+    said = (f": {error.first_line}" if error.first_line != f"exit status {error.returncode}"
+            else " without an error message")
+    log = "\n".join(without_native_log(error.log)[-40:])
+    error.args = (f"The TF1 worker process died (exit status {error.returncode}) while "
+                  f"running {name}{said}. The next call starts a fresh worker."
+                  + (f"\nIts stderr ended with:\n{log}" if log else ""),)
+    return error
+
+
+def _rebuild(data, type_name, text, remote_traceback):
+    try:
+        error = pickle.loads(data) if data is not None else None
+    except Exception:
+        error = None
+    if not isinstance(error, BaseException):
+        error = RemoteError(f"{type_name}: {text}")
+    error.__cause__ = RemoteTraceback(remote_traceback)
+    return error
+
+
+def serve(requests) -> None:
+    """The worker's side: runs each request line of `requests`, writes its reply line.
+
+    What the functions print goes to stderr, so it cannot break the replies on stdout."""
+    replies = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    for line in requests:
+        if line.strip():
+            kind, payload = _run(*line.split()[1:])
+            replies.write(f"{kind} {_encode(payload)}\n")
+            replies.flush()
+
+
+def _run(path, request):
+    sys.path[:0] = [p for p in pickle.loads(_decode(path)) if p not in sys.path]
+    try:
+        job, args, kwargs = pickle.loads(_decode(request))
+        return "returned", pickle.dumps(job(*args, **kwargs))
+    except Exception as error:
+        return "raised", pickle.dumps((_picklable(error), type(error).__qualname__,
+                                       str(error), traceback.format_exc()))
+
+
+def _picklable(error):
+    try:
+        data = pickle.dumps(error)
+        pickle.loads(data)
+        return data
+    except Exception:
+        return None
+
+
+def _encode(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _decode(text: str) -> bytes:
+    return base64.b64decode(text)
