@@ -17,8 +17,9 @@ class PortRow:
     """One comparison: `quantity` ("value" or a derivative name) of `output` with respect to
     `wrt` ("" for values), legacy side against the port run in `mode`.
 
-    `max_abs_error` is max |ported - legacy|; `max_rel_error` is max |ported - legacy| /
-    |legacy| over the elements where legacy is not zero; `reason` says why a row is not ok.
+    `max_abs_error` is `max|ported - legacy|`; `max_rel_error` is `max(|ported - legacy| /
+    |legacy|)` over the elements where legacy is not zero; `reason` says why a row is not
+    ok.
     """
 
     output: str
