@@ -8,13 +8,15 @@ so the comparison is of the two models, not of two ways to differentiate.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from compat_grads._errors import describe, message
+from compat_grads._errors import ModeError, describe, message
 from compat_grads._models import unwrap_variable
 from compat_grads._tf import tf
-from compat_grads.testing import modes, remote
+from compat_grads.testing import modes as _modes
+from compat_grads.testing import remote
 from compat_grads.testing.port_report import PortReport, PortRow, compare_values, tolerance
 
 DERIVATIVES = ("stacked_jacobian", "per_element_gradients", "batch_jacobian", "hessian",
@@ -25,8 +27,12 @@ _ALL_SOURCES_AT_ONCE = ("stacked_jacobian", "per_element_gradients")
 _NAME = "testing.compare_port"
 
 
-def compare_port(legacy, ported, inputs, *, wrt=(), derivatives=("stacked_jacobian",),
-                 weights=None, modes=("eager",), rtol=None, atol=None) -> PortReport:
+def compare_port(legacy: Callable, ported: Callable, inputs: Mapping[str, np.ndarray], *,
+                 wrt: str | Sequence[str] = (),
+                 derivatives: str | Sequence[str] = ("stacked_jacobian",),
+                 weights: Mapping[str, tf.Variable] | None = None,
+                 modes: str | Sequence[str] = ("eager",), rtol: float | None = None,
+                 atol: float | None = None) -> PortReport:
     """Compares a TF1 graph function with its TF2 port: outputs and derivatives.
 
     `legacy(**placeholders)` is built in a TF1 graph process (v2 behaviour disabled), with
@@ -57,7 +63,16 @@ def compare_port(legacy, ported, inputs, *, wrt=(), derivatives=("stacked_jacobi
     Raises:
       TypeError, ValueError: for arguments that cannot be compared (a legacy function the
         TF1 process cannot import, unknown names, a weight whose shape or dtype differs).
+      compat_grads.ModeError: when called from a graph (TF1 code, `tf.Graph().as_default()`):
+        the port runs in TF2 here.
+      Whatever `legacy` raises while its graph is built or run, with the TF1 process's
+        traceback as its cause (a legacy function that does not run is not a port finding).
     """
+    if not tf.executing_eagerly():
+        raise ModeError(message(
+            _NAME, "the port runs in TF2 in this process, but this code runs in a graph (v2 "
+            "behaviour disabled, or inside tf.Graph().as_default())", "Call compare_port "
+            "from TF2 code (eager); the legacy side gets a TF1 process of its own"))
     legacy_name = _check_importable(legacy)
     inputs, wrt, derivatives, modes, weights = _checked(
         ported, inputs, wrt, derivatives, modes, weights)
@@ -203,14 +218,14 @@ def _variable_paths(ported) -> dict:
 def legacy_side(legacy, inputs, wrt, derivatives) -> dict:
     """Runs in the TF1 process: the legacy graph's outputs, derivatives and variables."""
     with tf.Graph().as_default():
-        feeds = {name: modes.placeholder(array, name) for name, array in inputs.items()}
+        feeds = {name: _modes.placeholder(array, name) for name, array in inputs.items()}
         outputs = paths(legacy(**feeds))
         variables = {v.op.name: v for v in tf.compat.v1.global_variables()}
         sources = {n: feeds[n] if n in feeds else variables.get(n) for n in wrt}
         found, errors = _quantities(outputs, lambda path, names: outputs[path],
                                     {n: s for n, s in sources.items() if s is not None},
                                     derivatives)
-        values = modes.session_values(
+        values = _modes.session_values(
             {"found": found, "variables": variables},
             {feeds[name]: array for name, array in inputs.items()})
         trainable = [v.op.name for v in tf.compat.v1.trainable_variables()]
@@ -233,7 +248,7 @@ def _ported_side(ported, inputs, weights, wrt, derivatives, mode) -> dict:
 
     tensors = {name: tf.constant(array) for name, array in inputs.items()}
     run = tf.function(compute) if mode == "function" else compute
-    return {"found": modes.to_numpy(run(tensors)), "errors": errors, "read": read,
+    return {"found": _modes.to_numpy(run(tensors)), "errors": errors, "read": read,
             "outputs": order}
 
 
