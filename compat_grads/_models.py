@@ -16,6 +16,12 @@ def is_keras3(obj) -> bool:
     return any(is_keras3_class(cls) for cls in type(obj).__mro__)
 
 
+def is_keras_layer(obj) -> bool:
+    """Whether `obj` is a Keras layer or model (Keras 2 or 3, `tf.keras` or `tf_keras`)."""
+    return any(cls.__name__ == "Layer" and cls.__module__.split(".")[0] in ("keras", "tf_keras")
+               for cls in type(obj).__mro__)
+
+
 def unwrap_variable(leaf):
     """A Keras 3 variable on the TensorFlow backend wraps a tf.Variable: the one that tapes,
     accumulators and tf.gradients know. Anything else is returned as it is."""

@@ -66,3 +66,15 @@ class MLP(tf.Module):
         """{legacy variable name: ported variable}."""
         return {f"net/{layer}/{part}": getattr(getattr(self, layer), part)
                 for layer in ("hidden", "out") for part in ("kernel", "bias")}
+
+
+def legacy_layers(x):
+    """The same network with tf.compat.v1.layers (Keras 2 layers in a TF1 graph)."""
+    hidden = tf.compat.v1.layers.dense(x, 5, activation=tf.tanh, name="hidden")
+    return tf.compat.v1.layers.dense(hidden, 3, name="out")
+
+
+def keras_weights(model) -> dict:
+    """{legacy_layers' variable name: the Keras model's variable}."""
+    return {f"{layer.name}/{part}": getattr(layer, part) for layer in model.layers
+            for part in ("kernel", "bias")}

@@ -7,7 +7,7 @@ import numpy as np
 import port_models as pm
 import pytest
 
-from compat_grads._tf import tf
+from compat_grads._tf import KERAS2_BUILT_IN, keras2, tf
 from compat_grads.testing import DERIVATIVES, PortReport, compare_port
 from compat_grads.testing.port_report import compare_values
 
@@ -42,6 +42,34 @@ def test_correct_port_agrees_in_per_sample_derivatives():
     assert shapes == {"value": (2,), "stacked_jacobian": (2, 2, 4),
                       "per_element_gradients": (2,), "batch_jacobian": (2, 4),
                       "hessian": (2, 2, 4, 2, 4), "batch_hessian": (2, 4, 4)}
+
+
+def _keras_mlp(keras):
+    model = keras.Sequential([keras.Input((4,)),
+                              keras.layers.Dense(5, activation="tanh", name="hidden"),
+                              keras.layers.Dense(3, name="out")])
+    return model, pm.keras_weights(model)
+
+
+def test_keras2_port_of_tf_compat_v1_layers():
+    model, weights = _keras_mlp(keras2())
+    report = compare_port(pm.legacy_layers, model, {"x": X}, wrt=["x", "hidden/kernel"],
+                          weights=weights, modes=("eager", "function"))
+    assert report.ok, str(report)
+    assert len(report.rows) == 6
+
+
+@pytest.mark.skipif(KERAS2_BUILT_IN, reason="TensorFlow up to 2.15 has no Keras 3")
+def test_keras3_port_with_keras3_variables_as_weights():
+    import keras
+
+    model, weights = _keras_mlp(keras)
+    report = compare_port(pm.legacy_layers, model, {"x": X}, wrt=["x", "out/bias"],
+                          derivatives=("per_element_gradients",), weights=weights)
+    assert report.ok, str(report)
+    assert report.unmapped == {"legacy": [], "ported": []}
+    assert [r.quantity for r in report.rows] == ["value", "per_element_gradients",
+                                                "per_element_gradients"]
 
 
 def test_values_are_checked_against_the_legacy_session():

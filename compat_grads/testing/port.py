@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from compat_grads._errors import ModeError, describe, message
-from compat_grads._models import unwrap_variable
+from compat_grads._models import is_keras_layer, unwrap_variable
 from compat_grads._tf import tf
 from compat_grads.testing import modes as _modes
 from compat_grads.testing import remote
@@ -46,7 +46,8 @@ def compare_port(legacy: Callable, ported: Callable, inputs: Mapping[str, np.nda
       legacy: TF1 graph code; an importable module-level function (the TF1 process imports
         it by name). It returns a tensor or a nest (dict, list, tuple) of tensors.
       ported: the TF2 code (any callable: function, `tf.Module`, Keras model) returning the
-        same nest.
+        same nest. It is called with `**tensors`; a Keras model or layer gets its single
+        input positionally, or the dict of its inputs when there are several.
       inputs: {name: numpy array}; each side is called with one tensor per name.
       wrt: names to differentiate with respect to: keys of `inputs` and/or of `weights`.
       derivatives: any of "stacked_jacobian", "per_element_gradients", "batch_jacobian",
@@ -237,7 +238,7 @@ def _ported_side(ported, inputs, weights, wrt, derivatives, mode) -> dict:
 
     def compute(tensors):
         with tf.GradientTape() as tape:
-            outputs = paths(ported(**tensors))
+            outputs = paths(call_port(ported, tensors))
         read.update((id(v), v.name) for v in tape.watched_variables())
         order[:] = list(outputs)
         sources = {n: tensors[n] if n in tensors else weights[n] for n in wrt}
@@ -250,6 +251,14 @@ def _ported_side(ported, inputs, weights, wrt, derivatives, mode) -> dict:
     run = tf.function(compute) if mode == "function" else compute
     return {"found": _modes.to_numpy(run(tensors)), "errors": errors, "read": read,
             "outputs": order}
+
+
+def call_port(ported, tensors: dict):
+    """`ported(**tensors)`; a Keras model or layer takes its single input positionally, or
+    the dict of its inputs (a functional model keys them by its Input names)."""
+    if is_keras_layer(ported):
+        return ported(next(iter(tensors.values())) if len(tensors) == 1 else tensors)
+    return ported(**tensors)
 
 
 def _failed_side(legacy, error) -> dict:
@@ -266,7 +275,7 @@ def _target(ported, tensors):
         def target(sources):
             given = sources if isinstance(sources, dict) else {names[0]: sources}
             replaced = {n: s for n, s in given.items() if n in tensors}
-            return paths(ported(**{**tensors, **replaced}))[path]
+            return paths(call_port(ported, {**tensors, **replaced}))[path]
         return target
     return for_path
 
@@ -297,8 +306,12 @@ def _quantities(outputs, target, sources, derivatives, **options):
 
 
 def _one_line(error) -> str:
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0] if text else ''}"
+    """`Type: first line`; for an error raised while tracing a tf.function, whose message
+    starts with "in user code:" and a traceback, its last line (the error itself)."""
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    if lines and lines[0] == "in user code:":
+        return lines[-1]
+    return f"{type(error).__name__}: {lines[0] if lines else ''}"
 
 
 def paths(nest) -> dict:
