@@ -3,17 +3,25 @@
 Only the commands call this (`compat-grads check`, `bench`): the library itself never
 touches the environment. TensorFlow reads `TF_CPP_MIN_LOG_LEVEL` once, when it loads, and
 some lines (the CUDA stub, "All log messages before absl::InitializeLog()") are written
-before that level applies, so the import itself runs with file descriptor 2 parked.
+before that level applies, so the import itself runs with file descriptor 2 parked. Some
+releases (2.18, 2.19) also log at run time whatever the level says ("MLIR V1 optimization
+pass is not enabled"), so afterwards file descriptor 2 goes through a filter that drops
+TensorFlow's log lines and passes everything else on.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
+import re
 import sys
 import tempfile
+import threading
 
 LEVEL = "TF_CPP_MIN_LOG_LEVEL"
+NATIVE_LOG = re.compile(r"^([IWEF]\d{4} |WARNING: All log messages before absl)")
+"""A line of TensorFlow's native (C++ / absl) log."""
 
 
 def add_argument(parser) -> None:
@@ -39,7 +47,35 @@ def import_tensorflow(show_log: bool = False):
     quiet = not show_log and os.environ.get(LEVEL) == "3"
     with _parked_stderr() if quiet else contextlib.nullcontext():
         from compat_grads._tf import tf
+    if quiet:
+        _filter_native_log()
     return tf
+
+
+def _filter_native_log() -> None:
+    """From now on, what native code writes to file descriptor 2 passes through a thread
+    that drops TensorFlow's log lines; `sys.stderr` (our messages, the progress bar) writes
+    to the real stderr directly, so it stays a terminal when it is one."""
+    sys.stderr.flush()
+    real = os.dup(2)
+    read, write = os.pipe()
+    os.dup2(write, 2)
+    os.close(write)
+    sys.stderr = open(real, "w", buffering=1, encoding=sys.stderr.encoding,
+                      errors="backslashreplace")
+
+    def forward():
+        with open(read, "rb") as pipe:
+            for line in pipe:
+                if not NATIVE_LOG.match(line.decode("utf-8", "replace")):
+                    os.write(real, line)
+    thread = threading.Thread(target=forward, name="native-log-filter", daemon=True)
+    thread.start()
+
+    def drain():  # at exit: close the pipe's last write end, let the thread pass on the rest
+        os.dup2(real, 2)
+        thread.join(1.0)
+    atexit.register(drain)
 
 
 @contextlib.contextmanager

@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import json
 import math
+import os
 import signal
 import sys
 import threading
@@ -76,7 +77,9 @@ def main(argv=None) -> int:
         except KeyboardInterrupt:
             print("compat-grads check: interrupted; its worker processes were stopped.",
                   file=sys.stderr)
-            return 130
+            _end_now(130)
+        except SystemExit as stop:  # SIGTERM
+            _end_now(stop.code)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -190,15 +193,38 @@ def _run_both_sides(kind: _Kind, items, args):
             _hand_next(queue, helper)
             workers.append(helper)
         here = {}
-        while queue and not any(worker.failed for worker in workers):
-            item_id = queue.popleft()
-            progress.show(item_id)
-            here[item_id] = kind.run_here(by_id[item_id])
-            progress.advance("TF2", item_id)
+
+        def run_here():
+            while queue and not any(worker.failed for worker in workers):
+                item_id = queue.popleft()
+                progress.show(item_id)
+                here[item_id] = kind.run_here(by_id[item_id])
+                progress.advance("TF2", item_id)
+        _in_thread(run_here)
         results = [worker.results() for worker in workers]
         for shared in results[1:]:
             here.update(shared)
         return here, results[0]
+
+
+def _in_thread(work) -> None:
+    """Runs `work()` in a daemon thread while this one waits for it, and raises what it
+    raised. Ctrl-C and SIGTERM are handled by the main thread, which TensorFlow can hold
+    for a minute inside one native call on a busy machine; waiting here, it stops the
+    worker processes at once. `main` then ends the process, the thread with it."""
+    failed = []
+
+    def target():
+        try:
+            work()
+        except BaseException as error:  # handed to the waiting thread
+            failed.append(error)
+    thread = threading.Thread(target=target, name="compat-grads-check", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        thread.join(0.1)
+    if failed:
+        raise failed[0]
 
 
 def _hand_next(queue, worker):
@@ -208,6 +234,15 @@ def _hand_next(queue, worker):
         worker.send([queue.pop()])
     except IndexError:
         worker.close_input()
+
+
+def _end_now(status) -> None:
+    """Ends an interrupted check at once with `status`: its worker processes are stopped
+    and the output flushed, and the thread that ran the TF2 side may still be inside
+    TensorFlow, whose thread-exit code must not race the interpreter's shutdown."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
 
 
 @contextlib.contextmanager

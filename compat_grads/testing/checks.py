@@ -11,6 +11,7 @@ import sys
 import tempfile
 import threading
 
+from compat_grads._quiet import NATIVE_LOG
 from compat_grads.testing import compare
 from compat_grads.testing.routes import run
 
@@ -60,12 +61,11 @@ class WorkerError(RuntimeError):
                          + (f": {found}" if found else "") + f"\n{log[-4000:]}".rstrip())
 
 
-_NATIVE_LOG = re.compile(r"^([IWEF]\d{4} |WARNING: All log messages before absl)")
 
 
 def without_native_log(log: str) -> list:
     """The non-blank lines of a child's stderr that are not TensorFlow's native log."""
-    return [line for line in log.splitlines() if line.strip() and not _NATIVE_LOG.match(line)]
+    return [line for line in log.splitlines() if line.strip() and not NATIVE_LOG.match(line)]
 
 
 def first_error_line(log: str) -> str | None:
