@@ -328,3 +328,38 @@ def test_ops_returning_several_tensors_are_not_one_tensor(call):
     tree = ast.parse(f"import tensorflow as tf\nt = {call}\n")
     names = migrate_names.Names([tree])
     assert not names.is_tensor(tree.body[1].value) and "t" not in names.tensors
+
+
+REPORT_ONLY_FORMS = ["while_loop_jacobian.py", "map_helper_jacobian.py",
+                     "forward_mode_attributes.py", "tape_gradient_loop.py"]
+
+
+@pytest.mark.parametrize("name", REPORT_ONLY_FORMS)
+def test_loop_forms_say_why_they_are_not_rewritten_and_stay_as_they_are(name):
+    text = (CORPUS / name).read_text("utf-8")
+    found = migrate.scan_text(text)
+    assert len(found) == len(_expected(CORPUS / name)) and not [f for f in found if f.edits]
+    assert all("(not rewritten: " in f.message for f in found if f.code in ("CG109", "CG110"))
+    assert migrate.fix_text(text) == text
+
+
+def test_column_loops_get_the_row_sum_advice():
+    text = ("import tensorflow.compat.v1 as tf\n"
+            "def cols(logits, x, k):\n"
+            "    return tf.stack([tf.gradients(logits[:, i], x)[0] for i in range(k)])\n")
+    (found,) = migrate.scan_text(text)
+    assert found.code == "CG102" and "graph per column" in found.message
+    assert "cg.stacked_jacobian(tf.reduce_sum(y, axis=0), x)" in found.message
+
+
+@pytest.mark.parametrize("fn, works", [
+    ("lambda xi: tf.gradients(tf.sin(xi), xi)[0]", True),
+    ("lambda yi: tf.gradients(yi, x)[0]", False),
+])
+def test_map_fn_message_says_whether_the_code_fails(fn, works):
+    text = (f"import tensorflow.compat.v1 as tf\nx = tf.ones([3])\n"
+            f"g = tf.map_fn({fn}, tf.sin(x))\n")
+    (found,) = migrate.scan_text(text)
+    assert found.code == "CG103"
+    assert ("it works, slowly" in found.message) is works
+    assert ("fails at run time" in found.message) is not works

@@ -63,7 +63,9 @@ class _Finder:
         self.writer = pt.Writer(source, names, tf, cg) if tf else None
 
     def run(self) -> list[Finding]:
-        found = []
+        # Row loops first: the gradient calls they hold are theirs, not CG101 / CG110 ones.
+        found = [f for node in self.nodes if isinstance(node, ast.Call)
+                 for f in self._row_loop(node)]
         for node in self.nodes:
             if isinstance(node, ast.Import | ast.ImportFrom):
                 found += self._private_import(node)
@@ -85,7 +87,7 @@ class _Finder:
             return [self._finding(node, "CG108", "K.gradients is graph-only and gone in "
                                   "Keras 3; use tf.GradientTape, or cg.stacked_jacobian / "
                                   "cg.per_element_gradients for Jacobian-type derivatives")]
-        return self._tape_slice(node)
+        return self._tape_call(node)
 
     # -- positions and findings ------------------------------------------------------------
 
@@ -112,15 +114,26 @@ class _Finder:
         if loop is not None:
             edits = self._loop_edits(call, loop) if isinstance(loop, ast.For) else ()
             what = "for loop" if isinstance(loop, ast.For) else "list comprehension"
+            unit, advice = self._row_advice([call])
             return [self._finding(call, "CG101", f"hand-built Jacobian: one tf.gradients graph "
-                                  f"per row in a {what}; use "
-                                  f"{self._suggest(edits, 'cg.stacked_jacobian(y, x)')}", edits)]
+                                  f"per {unit} in a {what}; use "
+                                  f"{self._suggest(edits, advice)}", edits)]
         parts = pt.grad_parts(call)
-        if parts and isinstance(parts[1], ast.Name) and parts[1].id in self._grad_ys_names:
+        if parts and self._scoped_key(call, parts[1]) in self._grad_ys_keys:
             return [self._finding(call, "CG106", "forward-mode trick (tf.gradients with respect "
                                   "to grad_ys): use cg.jvp(f, x, v), or "
                                   "cg.per_element_gradients(y, x) when v is all ones")]
         return []
+
+    def _row_advice(self, grads: list[ast.Call]) -> tuple[str, str]:
+        """("row" or "column", what replaces a loop over `tf.gradients(y[i], x)`): over
+        columns `y[:, i]` each gradient sums its column over the rows, so the stack is the
+        Jacobian of the row sum."""
+        parts = [pt.grad_parts(g) for g in grads]
+        if parts and all(p is not None and _column(p[0]) for p in parts):
+            return "column", ("cg.stacked_jacobian(tf.reduce_sum(y, axis=0), x) (tf.gradients "
+                              "sums each column y[:, i] over its rows)")
+        return "row", "cg.stacked_jacobian(y, x)"
 
     def _suggest(self, edits: tuple[Edit, ...], fallback: str) -> str:
         texts = [e.text for e in edits if e.text]
@@ -148,14 +161,22 @@ class _Finder:
             isinstance(n, ast.Name) and n.id == var for n in ast.walk(target.slice))
 
     @functools.cached_property
-    def _grad_ys_names(self) -> set[str]:
-        names = set()
+    def _grad_ys_keys(self) -> set[tuple[int, str]]:
+        """(scope, expression) of every `grad_ys=` operand (a name, an attribute such as
+        `self.dummy`, or a subscript) of a tf.gradients call: the forward-mode trick then
+        differentiates with respect to the same expression in the same function."""
+        keys = set()
         for node in self.nodes:
             if isinstance(node, ast.Call) and self.names.qualname(node) == "tf.gradients":
                 args = pt.call_args(node, ("ys", "xs", "grad_ys"))
-                if args and isinstance(args[2], ast.Name):
-                    names.add(args[2].id)
-        return names
+                if args and args[2] is not None:
+                    keys.add(self._scoped_key(node, args[2]))
+        return keys
+
+    def _scoped_key(self, at: ast.AST, operand: ast.expr) -> tuple[int, str] | None:
+        if not isinstance(operand, ast.Name | ast.Attribute | ast.Subscript):
+            return None
+        return id(self._scope(at)), ast.dump(operand)
 
     # -- CG101 fix: `L = []; for ...: L.append(g); J = tf.stack(L)` -------------------------
 
@@ -264,9 +285,10 @@ class _Finder:
             return []
         self.handled |= {id(g) for g in grads}
         edits = self._stack_edits(node, comp, args[1])
+        unit, advice = self._row_advice(grads)
         return [self._finding(node, "CG102", "hand-built Jacobian: tf.stack of one "
-                              "tf.gradients graph per row; use "
-                              f"{self._suggest(edits, 'cg.stacked_jacobian(y, x)')}", edits)]
+                              f"tf.gradients graph per {unit}; use "
+                              f"{self._suggest(edits, advice)}", edits)]
 
     def _stack_edits(self, node: ast.Call, comp: ast.ListComp,
                      axis: ast.expr | None) -> tuple[Edit, ...]:
@@ -292,17 +314,36 @@ class _Finder:
         over_indices = isinstance(args[1], ast.Call) and self.names.qualname(
             args[1]) == "tf.range"
         edits = self._map_fn_edits(node, fn, args[1], over_indices)
-        problem = ("one gradient graph per element in a while_loop (slow)" if over_indices else
-                   "tf.gradients of a mapped value fails at run time (TensorArray read twice)")
-        fallback = "cg.stacked_jacobian(y, x) or cg.per_element_gradients(y, x)"
+        if over_indices:
+            problem = "one gradient graph per element in a while_loop (slow)"
+        elif self._wrt_element(fn, grads):
+            problem = ("one gradient per element, run one after another in a while_loop (it "
+                       "works, slowly)")
+        else:
+            problem = ("tf.gradients of a mapped value fails at run time (TensorArray read "
+                       "twice)")
+        fallback = ("cg.batch_jacobian(f(xs), xs) when each element's result depends on that "
+                    "element only" if not over_indices and self._wrt_element(fn, grads)
+                    else "cg.stacked_jacobian(y, x) or cg.per_element_gradients(y, x)")
         return [self._finding(node, "CG103", f"tf.map_fn with tf.gradients: {problem}; use "
                               f"{self._suggest(edits, fallback)}", edits)]
 
-    def _function(self, fn: ast.expr | None) -> ast.Lambda | ast.FunctionDef | None:
+    def _function(self, fn: ast.expr | None,
+                  at: ast.AST | None = None) -> ast.Lambda | ast.FunctionDef | None:
+        """The lambda, or the one definition of the named function (the one in the scope of
+        `at` when several functions have that name)."""
         if isinstance(fn, ast.Lambda):
             return fn
         defs = self.names.functions.get(fn.id, []) if isinstance(fn, ast.Name) else []
+        if len(defs) > 1 and at is not None:
+            defs = [d for d in defs if self._scope(d) is self._scope(at)]
         return defs[0] if len(defs) == 1 else None
+
+    def _wrt_element(self, fn: ast.Lambda | ast.FunctionDef, grads: list[ast.Call]) -> bool:
+        """Whether every gradient in the mapped function is with respect to its element."""
+        params = {a.arg for a in fn.args.args}
+        parts = [pt.grad_parts(g) for g in grads]
+        return all(p is not None and _names_in(p[1]) & params for p in parts)
 
     def _map_fn_edits(self, node: ast.Call, fn: ast.Lambda | ast.FunctionDef,
                       elems: ast.expr, over_indices: bool) -> tuple[Edit, ...]:
@@ -383,13 +424,108 @@ class _Finder:
                    and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
                    for n in self.nodes)
 
-    # -- CG104 / CG107 -----------------------------------------------------------------------
+    # -- CG109: a gradient row per tf.while_loop iteration ----------------------------------
+
+    def _row_loop(self, node: ast.Call) -> list[Finding]:
+        if self.names.qualname(node) == "tf.while_loop":
+            return self._while_loop(node)
+        return self._map_helper(node)
+
+    def _while_loop(self, node: ast.Call) -> list[Finding]:
+        args = pt.call_args(node, ("cond", "body", "loop_vars"))
+        body = self._function(args[1], node) if args else None
+        rows = self._row_gradients(body) if body is not None else []
+        if not rows:
+            return []
+        self.handled |= {id(g) for g in rows}
+        tapes = [g.func.value.id for g in rows if self._is_tape_call(g)]
+        kind = f"{tapes[0]}.gradient" if tapes else "tf.gradients"
+        return [self._finding(node, "CG109", f"hand-built Jacobian: {kind} of one row per "
+                              "tf.while_loop iteration, one after another; use "
+                              "cg.stacked_jacobian(y, x) (not rewritten: what the loop "
+                              "collects, and in which shape, is not provable from the code)")]
+
+    def _map_helper(self, node: ast.Call) -> list[Finding]:
+        """`helper(lambda e: tf.gradients(e, x)[0], elems)` where `helper` is a function of
+        this module built on tf.while_loop: a Jacobian through a hand-written map."""
+        helper = self._function(node.func, node) if isinstance(node.func, ast.Name) else None
+        if helper is None or isinstance(helper, ast.Lambda) or not self._loops(helper):
+            return []
+        mapped = [self._function(a, node) for a in node.args[:1]]
+        rows = (self._row_gradients(mapped[0], indexed=False)
+                if mapped and mapped[0] is not None else [])
+        if not rows:
+            return []
+        self.handled |= {id(g) for g in rows}
+        return [self._finding(node, "CG109", f"hand-built Jacobian: {node.func.id} maps a "
+                              "tf.gradients row over the elements in a tf.while_loop, one "
+                              "after another; use cg.stacked_jacobian(y, x) (not rewritten: "
+                              f"{node.func.id} is your own function)")]
+
+    def _loops(self, fn: ast.FunctionDef, seen: frozenset = frozenset()) -> bool:
+        """Whether `fn` runs a tf.while_loop, itself or through functions of this module."""
+        calls = [n for n in ast.walk(fn) if isinstance(n, ast.Call)]
+        if any(self.names.qualname(n) == "tf.while_loop" for n in calls):
+            return True
+        inner = [self._function(n.func, n) for n in calls if isinstance(n.func, ast.Name)
+                 and n.func.id not in seen]
+        return any(isinstance(f, ast.FunctionDef) and self._loops(f, seen | {fn.name})
+                   for f in inner)
+
+    def _row_gradients(self, fn: ast.Lambda | ast.FunctionDef,
+                       indexed: bool = True) -> list[ast.Call]:
+        """The gradient calls in `fn` whose target is one row: selected by one of its
+        parameters (`y[i]`, `tf.gather(y, i)`, `tf.slice(y, [i], ...)`: a loop index), or,
+        with `indexed` False, a parameter itself (the element a map hands over)."""
+        params = {a.arg for a in fn.args.args}
+        rows = {id(n) for n in ast.walk(fn) if self._selects(n, params)} if indexed else set()
+        names = _dependent_names(fn, params if not indexed else set(), rows)
+        found = []
+        for n in ast.walk(fn):
+            if isinstance(n, ast.Call) and (self.names.qualname(n) == "tf.gradients"
+                                            or self._is_tape_call(n, ("gradient",))):
+                target = pt.call_args(n, ("target", "sources"))
+                target = target[0] if target else None
+                if target is not None and (_names_in(target) & names or any(
+                        id(t) in rows for t in ast.walk(target))):
+                    found.append(n)
+        return found
+
+    def _selects(self, node: ast.AST, params: set[str]) -> bool:
+        """`y[i]`, `tf.gather(y, i)` or `tf.slice(y, [i], ...)` with `i` in `params`."""
+        if isinstance(node, ast.Subscript):
+            return bool(_names_in(node.slice) & params)
+        if isinstance(node, ast.Call) and self.names.qualname(node) in (
+                "tf.gather", "tf.slice", "tf.gather_nd", "tf.strided_slice"):
+            return any(_names_in(a) & params for a in node.args[1:])
+        return False
+
+    def _is_tape_call(self, node: ast.Call, methods=_TAPE_METHODS) -> bool:
+        func = node.func
+        return (isinstance(func, ast.Attribute) and func.attr in methods
+                and isinstance(func.value, ast.Name) and func.value.id in self.names.tapes)
+
+    # -- CG104 / CG110 / CG107 ---------------------------------------------------------------
+
+    def _tape_call(self, node: ast.Call) -> list[Finding]:
+        if not self._is_tape_call(node) or id(node) in self.handled:
+            return []
+        return self._tape_slice(node) or self._tape_loop(node)
+
+    def _tape_loop(self, node: ast.Call) -> list[Finding]:
+        loop = self._enclosing_loop(node) if node.func.attr == "gradient" else None
+        if loop is None:
+            return []
+        what = "for loop" if isinstance(loop, ast.For) else "comprehension"
+        tape = node.func.value.id
+        return [self._finding(node, "CG110", f"hand-built Jacobian: {tape}.gradient of one "
+                              f"row per iteration of a {what} (one backward pass each); use "
+                              f"{tape}.jacobian(y, x) or cg.stacked_jacobian(y, x, "
+                              f"tape={tape}) (not rewritten: the rows are collected by your "
+                              "own code)")]
 
     def _tape_slice(self, node: ast.Call) -> list[Finding]:
         func = node.func
-        if not (isinstance(func, ast.Attribute) and func.attr in _TAPE_METHODS
-                and isinstance(func.value, ast.Name) and func.value.id in self.names.tapes):
-            return []
         args = pt.call_args(node, ("target", "sources"))
         sources = args[1] if args else None
         items = sources.elts if isinstance(sources, ast.List | ast.Tuple) else [sources]
@@ -470,8 +606,30 @@ def _single_expression(fn: ast.Lambda | ast.FunctionDef) -> ast.expr | None:
     return body[0].value if ok else None
 
 
+def _dependent_names(fn: ast.AST, names: set[str], nodes: set[int] = frozenset()) -> set[str]:
+    """`names`, and the names `fn` assigns from them or from the nodes with ids in `nodes`
+    (`yi = y[i]`), transitively."""
+    assigns = [n for n in ast.walk(fn) if isinstance(n, ast.Assign)]
+    for _ in range(3):  # chains of a few assignments reach a fixed point
+        names = names | {t.id for a in assigns
+                         if _names_in(a.value) & names or any(
+                             id(v) in nodes for v in ast.walk(a.value))
+                         for target in a.targets for t in ast.walk(target)
+                         if isinstance(t, ast.Name)}
+    return names
+
+
 def _names_in(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _column(node: ast.expr) -> bool:
+    """`y[:, i]`: a whole first axis, then one index."""
+    elts = node.slice.elts if isinstance(node, ast.Subscript) and isinstance(
+        node.slice, ast.Tuple) else []
+    return (len(elts) == 2 and isinstance(elts[0], ast.Slice) and elts[0].lower is None
+            and elts[0].upper is None and elts[0].step is None
+            and not isinstance(elts[1], ast.Slice))
 
 
 def _tensor_slice(node: ast.expr | None) -> bool:

@@ -1,0 +1,31 @@
+"""TF2 per-row Jacobians: tape.gradient of one output column or row per loop iteration
+(class-gradient code in attack and explanation libraries): reported, not rewritten."""
+import numpy as np
+import tensorflow as tf
+
+
+def class_gradients(model, x, classes):
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        predictions = model(x)
+    grads = []
+    for k in range(classes):
+        grads.append(tape.gradient(predictions[:, k], x).numpy())  # expect: CG110
+    return np.stack(grads, axis=1)
+
+
+def rows_by_comprehension(f, x, n):
+    with tf.GradientTape(persistent=True) as g:
+        g.watch(x)
+        y = f(x)
+    return tf.stack([g.gradient(y[i], x) for i in range(n)])  # expect: CG110
+
+
+def one_gradient_per_model(models, x, y):
+    """A loop, but each iteration differentiates a different loss: not a Jacobian."""
+    grads = []
+    for model in models:
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((model(x) - y) ** 2)
+        grads.append(tape.gradient(loss, model.trainable_variables))
+    return grads
