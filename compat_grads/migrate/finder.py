@@ -112,18 +112,40 @@ class _Finder:
     def _gradients(self, call: ast.Call) -> list[Finding]:
         loop = self._enclosing_loop(call)
         if loop is not None:
-            edits = self._loop_edits(call, loop) if isinstance(loop, ast.For) else ()
+            edits = (self._loop_edits(call, loop) if isinstance(loop, ast.For)
+                     else self._comprehension_edits(loop))
             what = "for loop" if isinstance(loop, ast.For) else "list comprehension"
             unit, advice = self._row_advice([call])
+            why = "" if edits else self._why_not(call, loop)
             return [self._finding(call, "CG101", f"hand-built Jacobian: one tf.gradients graph "
                                   f"per {unit} in a {what}; use "
-                                  f"{self._suggest(edits, advice)}", edits)]
+                                  f"{self._suggest(edits, advice)}{why}", edits)]
         parts = pt.grad_parts(call)
         if parts and self._scoped_key(call, parts[1]) in self._grad_ys_keys:
             return [self._finding(call, "CG106", "forward-mode trick (tf.gradients with respect "
                                   "to grad_ys): use cg.jvp(f, x, v), or "
                                   "cg.per_element_gradients(y, x) when v is all ones")]
         return []
+
+    def _why_not(self, call: ast.Call, loop: ast.For | ast.comprehension) -> str:
+        """` (not rewritten: ...)`: why a row loop was left as it is, in a few words."""
+        parts = pt.grad_parts(call)
+        var = loop.target.id if isinstance(loop.target, ast.Name) else None
+        if parts is None or not parts[2]:
+            reason = "tf.gradients has arguments that change its values (grad_ys, ...)"
+        elif var is None or _row_axis(parts[0], var) is None and pt.unstack_rows(
+                parts[0], var, loop.iter, self.names) is None:
+            reason = "the row is not y[i] or y[:, i]"
+        elif parts[0].value is not None and not all(
+                pt.is_pure(n, self.names) for n in (parts[0].value, parts[1])):
+            reason = "y or x is computed anew for every row"
+        elif isinstance(loop, ast.comprehension):
+            reason = ("the rows are not stacked along axis 0 right away (a tf.stack of the "
+                      "list, or a list assigned and stacked on the next line)")
+        else:
+            reason = ("the loop does more than collect the rows and stack them right after "
+                      "(other statements, other uses of the list or the index)")
+        return f" (not rewritten: {reason})"
 
     def _row_advice(self, grads: list[ast.Call]) -> tuple[str, str]:
         """("row" or "column", what replaces a loop over `tf.gradients(y[i], x)`): over
@@ -189,13 +211,34 @@ class _Finder:
         listed = _list_init(init)
         element = self._appended(loop, listed) if listed else None
         stacked = self._stacked_name(stack)
-        if element is None or stacked is None or stacked.args[0].id != listed:
+        if element is None or stacked is None or pt.call_args(
+                stacked, ("values",))[0].id != listed:
             return ()
-        text = self._jacobian_text(element, loop.target.id, loop.iter, "range")
+        text = self._rows_text(element, loop.target.id, loop.iter)
         if text is None or not self._only_uses(listed, 3, loop) or self._leaks(loop):
             return ()
         return (Edit(*self._span(init), None), Edit(*self._span(loop), None),
                 self._replace(stacked, text))
+
+    # -- CG101 fix: `L = [g for i in ...]` then `tf.stack(L)` on the next statement ---------
+
+    def _comprehension_edits(self, gen: ast.comprehension) -> tuple[Edit, ...]:
+        comp = self.parents.get(id(gen))
+        assign = self.parents.get(id(comp))
+        if not (isinstance(comp, ast.ListComp) and len(comp.generators) == 1 and not gen.ifs
+                and not gen.is_async and isinstance(gen.target, ast.Name)
+                and isinstance(assign, ast.Assign) and assign.value is comp
+                and len(assign.targets) == 1 and isinstance(assign.targets[0], ast.Name)):
+            return ()
+        block, listed = self._block_of(assign), assign.targets[0].id
+        at = next((i for i, s in enumerate(block) if s is assign), None)
+        if at is None or at + 1 >= len(block) or not self._only_uses(listed, 2, assign):
+            return ()
+        stacked = self._stacked_name(block[at + 1])
+        if stacked is None or pt.call_args(stacked, ("values",))[0].id != listed:
+            return ()
+        text = self._rows_text(comp.elt, gen.target.id, gen.iter)
+        return (Edit(*self._span(assign), None), self._replace(stacked, text)) if text else ()
 
     def _block_of(self, stmt: ast.stmt) -> list[ast.stmt]:
         parent = self.parents.get(id(stmt))
@@ -224,12 +267,15 @@ class _Finder:
         return _inline(append, name, temp.value)
 
     def _stacked_name(self, stmt: ast.stmt) -> ast.Call | None:
-        """`tf.stack(L)` (axis 0) as the value of a plain assignment or of a return."""
+        """The one `tf.stack(L)` (axis 0, `L` a name) in a plain assignment or a return,
+        possibly inside other calls (`tf.reshape(tf.stack(L), ...)`)."""
         plain = isinstance(stmt, ast.Return) or (isinstance(stmt, ast.Assign)
                                                  and len(stmt.targets) == 1)
-        value = stmt.value if plain else None
-        if not (isinstance(value, ast.Call) and self.names.qualname(value) == "tf.stack"):
+        stacks = [n for n in ast.walk(stmt.value) if isinstance(n, ast.Call)
+                  and self.names.qualname(n) == "tf.stack"] if plain and stmt.value else []
+        if len(stacks) != 1:
             return None
+        value = stacks[0]
         args = pt.call_args(value, ("values", "axis"))
         ok = args and isinstance(args[0], ast.Name) and _axis_zero(args[1])
         return value if ok and set(k.arg for k in value.keywords) <= {"values", "axis"} else None
@@ -255,6 +301,33 @@ class _Finder:
             if any(isinstance(g.target, ast.Name) and g.target.id == var for g in loops):
                 return node
         return None
+
+    def _rows_text(self, element: ast.expr, var: str, iterable: ast.expr) -> str | None:
+        """The rewrite of stacking `element` over `var in iterable`: a Jacobian when the
+        source proves it equal, else the runtime-checked `cg.migrate.gradient_rows`."""
+        return (self._jacobian_text(element, var, iterable, "range")
+                or self._helper_text(element, var, iterable))
+
+    def _helper_text(self, element: ast.expr, var: str, iterable: ast.expr) -> str | None:
+        """`cg.migrate.gradient_rows(y, xs, iterable, axis=..., index=...)` for rows `y[i]`
+        or columns `y[:, i]` of `tf.gradients(...)[k]`. It evaluates `y`, `xs` and the
+        iterable once, as the loop does for the iterable: they must be pure, and the loop
+        variable must appear in the row index only."""
+        expand = _expand_dims_zero(element, self.names)
+        grad = pt.indexed_grad(expand if expand is not None else element, self.names)
+        axis = _row_axis(grad.ys, var) if grad is not None and grad.clean else None
+        if axis is None or self.writer is None:
+            return None
+        ys = grad.ys.value
+        pure = all(pt.is_pure(n, self.names) for n in (ys, grad.xs))
+        if not pure or var in _names_in(ys) | _names_in(grad.xs) | _names_in(iterable):
+            return None
+        w = self.writer
+        args = [w.text(ys), w.text(grad.xs), w.text(iterable)]
+        args += [f"axis={axis}"] if axis else []
+        args += [f"index={grad.index}"] if grad.index else []
+        text = w.call("migrate.gradient_rows", *args)
+        return f"{w.tf}.expand_dims({text}, axis=1)" if expand is not None else text
 
     def _jacobian_text(self, element: ast.expr, var: str, iterable: ast.expr, kind: str,
                        function: str = "stacked_jacobian") -> str | None:
@@ -286,9 +359,10 @@ class _Finder:
         self.handled |= {id(g) for g in grads}
         edits = self._stack_edits(node, comp, args[1])
         unit, advice = self._row_advice(grads)
+        why = "" if edits else self._why_not(grads[0], comp.generators[0])
         return [self._finding(node, "CG102", "hand-built Jacobian: tf.stack of one "
                               f"tf.gradients graph per {unit}; use "
-                              f"{self._suggest(edits, advice)}", edits)]
+                              f"{self._suggest(edits, advice)}{why}", edits)]
 
     def _stack_edits(self, node: ast.Call, comp: ast.ListComp,
                      axis: ast.expr | None) -> tuple[Edit, ...]:
@@ -298,7 +372,7 @@ class _Finder:
         gen = comp.generators[0]
         if gen.ifs or gen.is_async or not isinstance(gen.target, ast.Name):
             return ()
-        text = self._jacobian_text(comp.elt, gen.target.id, gen.iter, "range")
+        text = self._rows_text(comp.elt, gen.target.id, gen.iter)
         return (self._replace(node, text),) if text else ()
 
     # -- CG103: tf.map_fn(fn calling tf.gradients, elems) -----------------------------------
@@ -621,6 +695,17 @@ def _dependent_names(fn: ast.AST, names: set[str], nodes: set[int] = frozenset()
 
 def _names_in(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _row_axis(target: ast.expr, var: str) -> int | None:
+    """0 for `y[var]`, 1 for `y[:, var]`, else None."""
+    if not isinstance(target, ast.Subscript):
+        return None
+    index = target.slice
+    if isinstance(index, ast.Name) and index.id == var:
+        return 0
+    return 1 if _column(target) and isinstance(index.elts[1], ast.Name) and (
+        index.elts[1].id == var) else None
 
 
 def _column(node: ast.expr) -> bool:
