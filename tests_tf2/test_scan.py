@@ -370,3 +370,35 @@ def test_every_unfixed_loop_finding_says_why():
         for found in migrate.scan_text(path.read_text("utf-8")):
             if found.code in ("CG101", "CG102", "CG109", "CG110") and not found.edits:
                 assert "(not rewritten: " in found.message, (path.name, found)
+
+
+def test_notebook_functions_shared_between_cells(tmp_path, capsys):
+    """A cell calls functions another cell defines (twice, as re-run notebooks do): the
+    scan finds the forms through them and ends (a function of another cell has no scope in
+    this one)."""
+    cells = ["import tensorflow as tf\n"
+             "def loop_map(fn, xs):\n"
+             "    n = tf.shape(xs)[0]\n"
+             "    return tf.while_loop(lambda j, a: j < n,\n"
+             "                         lambda j, a: (j + 1, a.write(j, fn(xs[j]))),\n"
+             "                         [0, tf.TensorArray(tf.float32, size=n)])\n"
+             "def row(yi):\n"
+             "    return tf.gradients(yi, x)[0]\n"
+             "def twice(yi):\n"
+             "    return tf.gradients(yi, x)[0]\n",
+             "def twice(yi):  # which one runs depends on the order the cells ran in\n"
+             "    return 2 * tf.gradients(yi, x)[0]\n",
+             "x = tf.ones([3])\n"
+             "y = tf.sin(x)\n"
+             "J = loop_map(lambda e: tf.gradients(e, x)[0], y)\n"
+             "M = tf.map_fn(row, y)\n"
+             "T = tf.map_fn(twice, y)\n"]
+    notebook = {"cells": [{"cell_type": "code", "source": c, "metadata": {}, "outputs": [],
+                           "execution_count": None} for c in cells],
+                "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    path = tmp_path / "shared.ipynb"
+    path.write_text(json.dumps(notebook))
+    status, report = _scan(capsys, path)
+    assert status == 1
+    assert sorted((f["cell"], f["line"], f["code"]) for f in report["findings"]) == [
+        (3, 3, "CG109"), (3, 4, "CG103")]

@@ -455,9 +455,11 @@ class _Finder:
             return True
         return self._scope(node) is self._scope(fn)
 
-    def _scope(self, node: ast.AST) -> ast.AST:
+    def _scope(self, node: ast.AST) -> ast.AST | None:
+        """The function, class or module around `node`; None for a node of another tree
+        (a notebook's functions are shared by all its cells)."""
         node = self.parents.get(id(node))
-        while not isinstance(node, _SCOPES):
+        while node is not None and not isinstance(node, _SCOPES):
             node = self.parents.get(id(node))
         return node
 
@@ -536,15 +538,22 @@ class _Finder:
                               "after another; use cg.stacked_jacobian(y, x) (not rewritten: "
                               f"{node.func.id} is your own function)")]
 
-    def _loops(self, fn: ast.FunctionDef, seen: frozenset = frozenset()) -> bool:
-        """Whether `fn` runs a tf.while_loop, itself or through functions of this module."""
-        calls = [n for n in ast.walk(fn) if isinstance(n, ast.Call)]
-        if any(self.names.qualname(n) == "tf.while_loop" for n in calls):
-            return True
-        inner = [self._function(n.func, n) for n in calls if isinstance(n.func, ast.Name)
-                 and n.func.id not in seen]
-        return any(isinstance(f, ast.FunctionDef) and self._loops(f, seen | {fn.name})
-                   for f in inner)
+    def _loops(self, fn: ast.FunctionDef) -> bool:
+        """Whether `fn` runs a tf.while_loop, itself or through functions of this module
+        (each function looked at once; a cycle of calls counts as no loop)."""
+        known = self._loop_functions
+        if id(fn) not in known:
+            known[id(fn)] = False  # while it is being looked at
+            calls = [n for n in ast.walk(fn) if isinstance(n, ast.Call)]
+            known[id(fn)] = any(self.names.qualname(n) == "tf.while_loop" for n in calls) or any(
+                isinstance(f, ast.FunctionDef) and self._loops(f)
+                for f in (self._function(n.func, n) for n in calls
+                          if isinstance(n.func, ast.Name)))
+        return known[id(fn)]
+
+    @functools.cached_property
+    def _loop_functions(self) -> dict[int, bool]:
+        return {}
 
     def _row_gradients(self, fn: ast.Lambda | ast.FunctionDef,
                        indexed: bool = True) -> list[ast.Call]:
