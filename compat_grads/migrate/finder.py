@@ -193,7 +193,7 @@ class _Finder:
                 args = pt.call_args(node, ("ys", "xs", "grad_ys"))
                 if args and args[2] is not None:
                     keys.add(self._scoped_key(node, args[2]))
-        return keys
+        return keys - {None}
 
     def _scoped_key(self, at: ast.AST, operand: ast.expr) -> tuple[int, str] | None:
         if not isinstance(operand, ast.Name | ast.Attribute | ast.Subscript):
@@ -650,9 +650,13 @@ def _append_arg(stmt: ast.stmt, listed: str) -> ast.expr | None:
 
 
 def _inline(append: ast.expr, name: str, value: ast.expr) -> ast.expr | None:
-    """`append` with the temporary `name` replaced by its value: `t` or `f(t, ...)`."""
+    """`append` with the temporary `name` replaced by its value: `t`, `t[k]` or
+    `f(t, ...)`."""
     if isinstance(append, ast.Name) and append.id == name:
         return value
+    if isinstance(append, ast.Subscript) and isinstance(append.value, ast.Name) and (
+            append.value.id == name):  # `grads = tf.gradients(...)` then `append(grads[0])`
+        return ast.Subscript(value=value, slice=append.slice, ctx=ast.Load())
     first = append.args[0] if isinstance(append, ast.Call) and append.args else None
     if isinstance(first, ast.Name) and first.id == name:
         return ast.Call(func=append.func, args=[value, *append.args[1:]],

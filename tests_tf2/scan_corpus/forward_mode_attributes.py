@@ -34,3 +34,10 @@ def forward(u, x, v):
 def unrelated(loss, v):
     """Another function's `v`: a plain gradient."""
     return tf.gradients(loss, v)
+
+
+def weighted_then_listed(losses, tensors):
+    """grad_ys and xs that are calls: ordinary gradients, nothing to match."""
+    scaled = tf.gradients(losses, tensors, grad_ys=tf.ones_like(losses))
+    listed = tf.gradients(losses, tf.nest.flatten(tensors))
+    return scaled, listed

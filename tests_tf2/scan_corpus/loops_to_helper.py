@@ -34,6 +34,15 @@ def class_gradients(inputs, classes):
     return tf.reshape(tf.stack(grads), [classes, -1])
 
 
+def saliency_jacobian(logits, x_in, nb_classes, nb_features):
+    """The gradient list kept in a temporary, its first element appended."""
+    list_derivatives = []
+    for class_ind in xrange(nb_classes):
+        derivatives = tf.compat.v1.gradients(logits[:, class_ind], x_in)  # expect: CG101
+        list_derivatives.append(derivatives[0])
+    return tf.reshape(tf.stack(list_derivatives), shape=[nb_classes, -1, nb_features])
+
+
 def next_count():
     return 2
 
@@ -58,4 +67,5 @@ J_listed = tf.transpose(tf.stack(listed), [1, 0, 2])
 
 with tf.compat.v1.Session() as sess:
     result = sess.run([rows_of(y, x), rows_of([loss, loss * 2.0], w), class_gradients(x, 3),
-                       J_losses, counted, by_part, J_listed])
+                       J_losses, counted, by_part, J_listed,
+                       saliency_jacobian(model(x), x, 3, 3)])
