@@ -596,7 +596,9 @@ class _Finder:
         return self._tape_slice(node) or self._tape_loop(node)
 
     def _tape_loop(self, node: ast.Call) -> list[Finding]:
-        loop = self._enclosing_loop(node) if node.func.attr == "gradient" else None
+        if node.func.attr != "gradient":
+            return []
+        loop = self._enclosing_loop(node) or self._row_loop_of(node)
         if loop is None:
             return []
         what = "for loop" if isinstance(loop, ast.For) else "comprehension"
@@ -606,6 +608,24 @@ class _Finder:
                               f"{tape}.jacobian(y, x) or cg.stacked_jacobian(y, x, "
                               f"tape={tape}) (not rewritten: the rows are collected by your "
                               "own code)")]
+
+    def _row_loop_of(self, call: ast.Call) -> ast.For | None:
+        """The for loop around `call` whose index selects the target through names the loop
+        assigns (`prediction = predictions[:, i]`) while the sources stay the same."""
+        args = pt.call_args(call, ("target", "sources"))
+        if not args or None in args:
+            return None
+        node = call
+        while not isinstance(node, _SCOPES):
+            node = self.parents.get(id(node))
+            if not (isinstance(node, ast.For) and isinstance(node.target, ast.Name)):
+                continue
+            index = {node.target.id}
+            rows = {id(n) for n in ast.walk(node) if self._selects(n, index)}
+            names = _dependent_names(node, set(), rows)
+            if _names_in(args[0]) & names and not _names_in(args[1]) & (names | index):
+                return node
+        return None
 
     def _tape_slice(self, node: ast.Call) -> list[Finding]:
         func = node.func

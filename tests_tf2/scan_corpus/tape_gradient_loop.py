@@ -21,6 +21,30 @@ def rows_by_comprehension(f, x, n):
     return tf.stack([g.gradient(y[i], x) for i in range(n)])  # expect: CG110
 
 
+def class_gradients_recomputed(model, x_input, classes):
+    """The row is picked into a name first; the model runs again for every class."""
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(x_input)
+        gradients = []
+        for i in range(classes):
+            predictions = model(x_input)
+            prediction = predictions[:, i]
+            gradients.append(tape.gradient(prediction, x_input).numpy())  # expect: CG110
+    return np.swapaxes(np.array(gradients), 0, 1)
+
+
+def block_per_source(blocks, error_fn):
+    """A different source in every iteration: blocks of a block-diagonal Jacobian, each
+    one's own gradient, not rows of one Jacobian."""
+    grads = []
+    for j in range(len(blocks)):
+        with tf.GradientTape() as t:
+            t.watch(blocks[j])
+            err = error_fn(blocks[j])
+        grads.append(t.gradient(err, blocks[j]))
+    return grads
+
+
 def one_gradient_per_model(models, x, y):
     """A loop, but each iteration differentiates a different loss: not a Jacobian."""
     grads = []
