@@ -576,8 +576,9 @@ class _Finder:
 
     def _selects(self, node: ast.AST, params: set[str]) -> bool:
         """`y[i]`, `tf.gather(y, i)` or `tf.slice(y, [i], ...)` with `i` in `params`."""
-        if isinstance(node, ast.Subscript):
-            return bool(_names_in(node.slice) & params)
+        if isinstance(node, ast.Subscript):  # an index, not a window `y[i:i + k]`
+            parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            return any(_names_in(p) & params for p in parts if not isinstance(p, ast.Slice))
         if isinstance(node, ast.Call) and self.names.qualname(node) in (
                 "tf.gather", "tf.slice", "tf.gather_nd", "tf.strided_slice"):
             return any(_names_in(a) & params for a in node.args[1:])

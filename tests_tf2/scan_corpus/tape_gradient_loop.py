@@ -45,6 +45,18 @@ def block_per_source(blocks, error_fn):
     return grads
 
 
+def tiled_gradients(loss_fn, image, tile, starts):
+    """Windows of an image, their loss gradients summed: the gradient of the total loss,
+    not a Jacobian."""
+    total = tf.zeros_like(image)
+    for s in starts:
+        with tf.GradientTape() as tape:
+            tape.watch(image)
+            loss = loss_fn(image[s:s + tile])
+        total = total + tape.gradient(loss, image)
+    return total
+
+
 def one_gradient_per_model(models, x, y):
     """A loop, but each iteration differentiates a different loss: not a Jacobian."""
     grads = []
