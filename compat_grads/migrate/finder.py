@@ -13,6 +13,13 @@ from compat_grads.migrate.names import Names
 
 _PRIVATE = ("tensorflow.python.ops.parallel_for", "tensorflow.python.ops.gradients_impl")
 _TAPE_METHODS = ("gradient", "jacobian", "batch_jacobian")
+# The private modules as Names spells them, and what replaces their functions.
+_PRIVATE_CANONICAL = tuple("tf." + m.removeprefix("tensorflow.") for m in _PRIVATE)
+_PRIVATE_REPLACEMENTS = {"jacobian": "cg.stacked_jacobian(y, x)",
+                         "batch_jacobian": "cg.batch_jacobian(y, x)",
+                         "hessians": "[cg.hessian(tf.reduce_sum(y), x)]",
+                         "gradients": "tf.GradientTape, or cg.stacked_jacobian / "
+                                      "cg.per_element_gradients"}
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Module)
 # The line ends of the Python tokenizer (str.splitlines also splits on \f, \v, \x1c-\x1e,
 # \x85, \u2028 and \u2029, which would shift every line and column after them).
@@ -87,6 +94,8 @@ class _Finder:
             return [self._finding(node, "CG108", "K.gradients is graph-only and gone in "
                                   "Keras 3; use tf.GradientTape, or cg.stacked_jacobian / "
                                   "cg.per_element_gradients for Jacobian-type derivatives")]
+        if name is not None and name.startswith(_PRIVATE_CANONICAL):
+            return self._private_call(node, name)
         return self._tape_call(node)
 
     # -- positions and findings ------------------------------------------------------------
@@ -642,15 +651,26 @@ class _Finder:
                               "differentiate with respect to the whole tensor and slice the "
                               "result, or use cg.per_element_gradients / cg.batch_jacobian")]
 
+    def _private_call(self, node: ast.Call, name: str) -> list[Finding]:
+        """A call through a private module: `pfor_gradients.jacobian(y, x)`."""
+        function = name.rpartition(".")[2]
+        advice = _PRIVATE_REPLACEMENTS.get(function, "the public compat_grads functions")
+        text = ast.get_source_segment(self.source, node.func)
+        return [self._finding(node, "CG107", f"call through TensorFlow's private API "
+                              f"({text}): it changes without notice; use {advice}")]
+
     def _private_import(self, node: ast.Import | ast.ImportFrom) -> list[Finding]:
         modules = ([a.name for a in node.names] if isinstance(node, ast.Import)
                    else [f"{node.module}.{a.name}" for a in node.names] if node.module else [])
         hits = [m for m in modules if m.startswith(_PRIVATE)]
         if not hits:
             return []
+        why = (" (its jacobian returns None in eager mode)"
+               if hits[0].startswith("tensorflow.python.ops.parallel_for.gradients")
+               else "")
         return [self._finding(node, "CG107", f"private TensorFlow API {hits[0]}: it changes "
-                              "without notice (pfor jacobian returns None in eager mode); use "
-                              "cg.stacked_jacobian / cg.batch_jacobian")]
+                              f"without notice{why}; use cg.stacked_jacobian / "
+                              "cg.batch_jacobian / cg.hessian")]
 
 
 def _list_init(stmt: ast.stmt) -> str | None:

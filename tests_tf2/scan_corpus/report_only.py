@@ -56,6 +56,6 @@ def model_columns(model, inputs):
 KB = tf.keras.backend
 kb_grads = KB.gradients(loss, x)  # expect: CG108
 
-J_private = pfor_gradients.jacobian(y, x)
-H_private = gradients_impl.hessians(loss, x)
-J_pg = pg.jacobian(y, x)
+J_private = pfor_gradients.jacobian(y, x)  # expect: CG107
+H_private = gradients_impl.hessians(loss, x)  # expect: CG107
+J_pg = pg.jacobian(y, x)  # expect: CG107
