@@ -53,6 +53,8 @@ __all__ = [
 
 
 def __getattr__(name: str):
+    if name == "migrate":  # `cg.migrate.gradient_rows`, as `scan --fix` writes it
+        return importlib.import_module("compat_grads.migrate")
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'compat_grads' has no attribute {name!r}")

@@ -67,8 +67,30 @@ def make_problem(function, target, sources, tape=None, nested_target=False) -> P
     return problem
 
 
+# Values TensorFlow would convert to constants: as sources or targets they are not connected
+# to anything, so they get the clear error below instead.
+_PLAIN = (np.ndarray, np.generic, int, float, complex, bool, str, bytes, list, tuple, dict)
+
+
+def implicit_tensor(value):
+    """An object TensorFlow converts implicitly (a registered tensor conversion function, as
+    probabilistic-programming random variables have) as the tensor `tf.gradients` would
+    convert it to; anything else as it is.
+
+    An object that converts to a new tensor each time (a constant made from its values) is
+    connected to nothing: it is returned as it is, for the clear error that follows."""
+    if value is None or tf.is_tensor(value) or isinstance(value, (tf.Variable, *_PLAIN)):
+        return value
+    try:
+        first, second = tf.convert_to_tensor(value), tf.convert_to_tensor(value)
+    except (TypeError, ValueError):
+        return value
+    return first if first is second else value
+
+
 def check_target(function, target, returned=False):
     where = "the callable target returned" if returned else "target is"
+    target = implicit_tensor(target)
     if isinstance(target, tf.Variable):
         target = tf.convert_to_tensor(target)
     if returned and not tf.is_tensor(target) and not tf.nest.is_nested(target):
@@ -116,7 +138,7 @@ def flatten_sources(function, sources, convert=False) -> list:
 
 
 def _check_source(function, leaf, path, convert):
-    leaf = unwrap_variable(leaf)
+    leaf = implicit_tensor(unwrap_variable(leaf))
     if convert and isinstance(leaf, (np.ndarray, np.generic, float)):
         leaf = tf.convert_to_tensor(leaf)
     if not (tf.is_tensor(leaf) or isinstance(leaf, tf.Variable)):

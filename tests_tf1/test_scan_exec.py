@@ -50,3 +50,19 @@ def test_rewrite_matches_the_original(path, capsys):
         _assert_same(rewritten["result"], rewritten["oracle"])
     else:
         _assert_same(_run(fixed, path)["result"], _run(original, path)["result"])
+
+
+def test_the_column_loop_advice_is_exact():
+    """CG101/CG102 on `tf.gradients(y[:, i], x)` advise the Jacobian of the row sum."""
+    import compat_grads as cg
+
+    with tf.Graph().as_default():
+        x = tf.constant(np.random.RandomState(0).randn(4, 3), tf.float32)
+        w = tf.constant(np.random.RandomState(1).randn(3, 5), tf.float32)
+        logits = tf.tanh(tf.matmul(x, w))
+        loop = tf.stack([tf.gradients(logits[:, i], x)[0] for i in range(5)])
+        advised = cg.stacked_jacobian(tf.reduce_sum(logits, axis=0), x)
+        with tf.compat.v1.Session() as session:
+            got, want = session.run([advised, loop])
+    assert got.shape == want.shape == (5, 4, 3)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)

@@ -238,8 +238,8 @@ def test_scanning_never_imports_libcst():
 
 
 def test_report_only_corpus_is_never_rewritten():
-    """`y[..., i]`, a list of targets, a parameter target, an impure count, a tuple-returning
-    op and the rest of report_only.py: findings without a rewrite; --fix changes nothing."""
+    """`y[..., i]`, a target recomputed per row and the rest of report_only.py: findings
+    without a rewrite; --fix changes nothing."""
     text = (CORPUS / "report_only.py").read_text("utf-8")
     found = migrate.scan_text(text)
     assert len(found) == len(_expected(CORPUS / "report_only.py"))
@@ -328,3 +328,77 @@ def test_ops_returning_several_tensors_are_not_one_tensor(call):
     tree = ast.parse(f"import tensorflow as tf\nt = {call}\n")
     names = migrate_names.Names([tree])
     assert not names.is_tensor(tree.body[1].value) and "t" not in names.tensors
+
+
+REPORT_ONLY_FORMS = ["while_loop_jacobian.py", "map_helper_jacobian.py",
+                     "forward_mode_attributes.py", "tape_gradient_loop.py"]
+
+
+@pytest.mark.parametrize("name", REPORT_ONLY_FORMS)
+def test_loop_forms_say_why_they_are_not_rewritten_and_stay_as_they_are(name):
+    text = (CORPUS / name).read_text("utf-8")
+    found = migrate.scan_text(text)
+    assert len(found) == len(_expected(CORPUS / name)) and not [f for f in found if f.edits]
+    assert all("(not rewritten: " in f.message for f in found if f.code in ("CG109", "CG110"))
+    assert migrate.fix_text(text) == text
+
+
+def test_column_loops_get_the_row_sum_advice():
+    text = ("import tensorflow.compat.v1 as tf\n"
+            "def cols(model, x, k):\n"
+            "    return tf.stack([tf.gradients(model(x)[:, i], x)[0] for i in range(k)])\n")
+    (found,) = migrate.scan_text(text)
+    assert found.code == "CG102" and "graph per column" in found.message and not found.edits
+    assert "cg.stacked_jacobian(tf.reduce_sum(y, axis=0), x)" in found.message
+
+
+@pytest.mark.parametrize("fn, works", [
+    ("lambda xi: tf.gradients(tf.sin(xi), xi)[0]", True),
+    ("lambda yi: tf.gradients(yi, x)[0]", False),
+])
+def test_map_fn_message_says_whether_the_code_fails(fn, works):
+    text = (f"import tensorflow.compat.v1 as tf\nx = tf.ones([3])\n"
+            f"g = tf.map_fn({fn}, tf.sin(x))\n")
+    (found,) = migrate.scan_text(text)
+    assert found.code == "CG103"
+    assert ("it works, slowly" in found.message) is works
+    assert ("fails at run time" in found.message) is not works
+
+
+def test_every_unfixed_loop_finding_says_why():
+    for path in sorted(CORPUS.glob("*.py")):
+        for found in migrate.scan_text(path.read_text("utf-8")):
+            if found.code in ("CG101", "CG102", "CG109", "CG110") and not found.edits:
+                assert "(not rewritten: " in found.message, (path.name, found)
+
+
+def test_notebook_functions_shared_between_cells(tmp_path, capsys):
+    """A cell calls functions another cell defines (twice, as re-run notebooks do): the
+    scan finds the forms through them and ends (a function of another cell has no scope in
+    this one)."""
+    cells = ["import tensorflow as tf\n"
+             "def loop_map(fn, xs):\n"
+             "    n = tf.shape(xs)[0]\n"
+             "    return tf.while_loop(lambda j, a: j < n,\n"
+             "                         lambda j, a: (j + 1, a.write(j, fn(xs[j]))),\n"
+             "                         [0, tf.TensorArray(tf.float32, size=n)])\n"
+             "def row(yi):\n"
+             "    return tf.gradients(yi, x)[0]\n"
+             "def twice(yi):\n"
+             "    return tf.gradients(yi, x)[0]\n",
+             "def twice(yi):  # which one runs depends on the order the cells ran in\n"
+             "    return 2 * tf.gradients(yi, x)[0]\n",
+             "x = tf.ones([3])\n"
+             "y = tf.sin(x)\n"
+             "J = loop_map(lambda e: tf.gradients(e, x)[0], y)\n"
+             "M = tf.map_fn(row, y)\n"
+             "T = tf.map_fn(twice, y)\n"]
+    notebook = {"cells": [{"cell_type": "code", "source": c, "metadata": {}, "outputs": [],
+                           "execution_count": None} for c in cells],
+                "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    path = tmp_path / "shared.ipynb"
+    path.write_text(json.dumps(notebook))
+    status, report = _scan(capsys, path)
+    assert status == 1
+    assert sorted((f["cell"], f["line"], f["code"]) for f in report["findings"]) == [
+        (3, 3, "CG109"), (3, 4, "CG103")]

@@ -1,8 +1,12 @@
 """`compat-grads scan`: finds legacy TF1 gradient idioms with `ast` and rewrites those whose
-meaning is provably kept with LibCST (imported only for `--diff` / `--fix`)."""
+meaning is provably kept with LibCST (imported only for `--diff` / `--fix`), and the
+runtime-checked helpers (`gradient_rows`) it rewrites to where the source alone cannot
+prove a rewrite (they import TensorFlow when called, never at import)."""
 
 from compat_grads.migrate.codes import CODES
 from compat_grads.migrate.command import add_arguments, fix_text, run, scan_text
+from compat_grads.migrate.helpers import gradient_rows
 from compat_grads.migrate.sources import ScanError
 
-__all__ = ["CODES", "ScanError", "add_arguments", "fix_text", "run", "scan_text"]
+__all__ = ["CODES", "ScanError", "add_arguments", "fix_text", "gradient_rows", "run",
+           "scan_text"]

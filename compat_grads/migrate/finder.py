@@ -13,6 +13,13 @@ from compat_grads.migrate.names import Names
 
 _PRIVATE = ("tensorflow.python.ops.parallel_for", "tensorflow.python.ops.gradients_impl")
 _TAPE_METHODS = ("gradient", "jacobian", "batch_jacobian")
+# The private modules as Names spells them, and what replaces their functions.
+_PRIVATE_CANONICAL = tuple("tf." + m.removeprefix("tensorflow.") for m in _PRIVATE)
+_PRIVATE_REPLACEMENTS = {"jacobian": "cg.stacked_jacobian(y, x)",
+                         "batch_jacobian": "cg.batch_jacobian(y, x)",
+                         "hessians": "[cg.hessian(tf.reduce_sum(y), x)]",
+                         "gradients": "tf.GradientTape, or cg.stacked_jacobian / "
+                                      "cg.per_element_gradients"}
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Module)
 # The line ends of the Python tokenizer (str.splitlines also splits on \f, \v, \x1c-\x1e,
 # \x85, \u2028 and \u2029, which would shift every line and column after them).
@@ -63,7 +70,9 @@ class _Finder:
         self.writer = pt.Writer(source, names, tf, cg) if tf else None
 
     def run(self) -> list[Finding]:
-        found = []
+        # Row loops first: the gradient calls they hold are theirs, not CG101 / CG110 ones.
+        found = [f for node in self.nodes if isinstance(node, ast.Call)
+                 for f in self._row_loop(node)]
         for node in self.nodes:
             if isinstance(node, ast.Import | ast.ImportFrom):
                 found += self._private_import(node)
@@ -85,7 +94,9 @@ class _Finder:
             return [self._finding(node, "CG108", "K.gradients is graph-only and gone in "
                                   "Keras 3; use tf.GradientTape, or cg.stacked_jacobian / "
                                   "cg.per_element_gradients for Jacobian-type derivatives")]
-        return self._tape_slice(node)
+        if name is not None and name.startswith(_PRIVATE_CANONICAL):
+            return self._private_call(node, name)
+        return self._tape_call(node)
 
     # -- positions and findings ------------------------------------------------------------
 
@@ -110,17 +121,50 @@ class _Finder:
     def _gradients(self, call: ast.Call) -> list[Finding]:
         loop = self._enclosing_loop(call)
         if loop is not None:
-            edits = self._loop_edits(call, loop) if isinstance(loop, ast.For) else ()
+            edits = (self._loop_edits(call, loop) if isinstance(loop, ast.For)
+                     else self._comprehension_edits(loop))
             what = "for loop" if isinstance(loop, ast.For) else "list comprehension"
+            unit, advice = self._row_advice([call])
+            why = "" if edits else self._why_not(call, loop)
             return [self._finding(call, "CG101", f"hand-built Jacobian: one tf.gradients graph "
-                                  f"per row in a {what}; use "
-                                  f"{self._suggest(edits, 'cg.stacked_jacobian(y, x)')}", edits)]
+                                  f"per {unit} in a {what}; use "
+                                  f"{self._suggest(edits, advice)}{why}", edits)]
         parts = pt.grad_parts(call)
-        if parts and isinstance(parts[1], ast.Name) and parts[1].id in self._grad_ys_names:
+        if parts and self._scoped_key(call, parts[1]) in self._grad_ys_keys:
             return [self._finding(call, "CG106", "forward-mode trick (tf.gradients with respect "
                                   "to grad_ys): use cg.jvp(f, x, v), or "
                                   "cg.per_element_gradients(y, x) when v is all ones")]
         return []
+
+    def _why_not(self, call: ast.Call, loop: ast.For | ast.comprehension) -> str:
+        """` (not rewritten: ...)`: why a row loop was left as it is, in a few words."""
+        parts = pt.grad_parts(call)
+        var = loop.target.id if isinstance(loop.target, ast.Name) else None
+        if parts is None or not parts[2]:
+            reason = "tf.gradients has arguments that change its values (grad_ys, ...)"
+        elif var is None or _row_axis(parts[0], var) is None and pt.unstack_rows(
+                parts[0], var, loop.iter, self.names) is None:
+            reason = "the row is not y[i] or y[:, i]"
+        elif parts[0].value is not None and not all(
+                pt.is_pure(n, self.names) for n in (parts[0].value, parts[1])):
+            reason = "y or x is computed anew for every row"
+        elif isinstance(loop, ast.comprehension):
+            reason = ("the rows are not stacked along axis 0 right away (a tf.stack of the "
+                      "list, or a list assigned and stacked on the next line)")
+        else:
+            reason = ("the loop does more than collect the rows and stack them right after "
+                      "(other statements, other uses of the list or the index)")
+        return f" (not rewritten: {reason})"
+
+    def _row_advice(self, grads: list[ast.Call]) -> tuple[str, str]:
+        """("row" or "column", what replaces a loop over `tf.gradients(y[i], x)`): over
+        columns `y[:, i]` each gradient sums its column over the rows, so the stack is the
+        Jacobian of the row sum."""
+        parts = [pt.grad_parts(g) for g in grads]
+        if parts and all(p is not None and _column(p[0]) for p in parts):
+            return "column", ("cg.stacked_jacobian(tf.reduce_sum(y, axis=0), x) (tf.gradients "
+                              "sums each column y[:, i] over its rows)")
+        return "row", "cg.stacked_jacobian(y, x)"
 
     def _suggest(self, edits: tuple[Edit, ...], fallback: str) -> str:
         texts = [e.text for e in edits if e.text]
@@ -148,14 +192,22 @@ class _Finder:
             isinstance(n, ast.Name) and n.id == var for n in ast.walk(target.slice))
 
     @functools.cached_property
-    def _grad_ys_names(self) -> set[str]:
-        names = set()
+    def _grad_ys_keys(self) -> set[tuple[int, str]]:
+        """(scope, expression) of every `grad_ys=` operand (a name, an attribute such as
+        `self.dummy`, or a subscript) of a tf.gradients call: the forward-mode trick then
+        differentiates with respect to the same expression in the same function."""
+        keys = set()
         for node in self.nodes:
             if isinstance(node, ast.Call) and self.names.qualname(node) == "tf.gradients":
                 args = pt.call_args(node, ("ys", "xs", "grad_ys"))
-                if args and isinstance(args[2], ast.Name):
-                    names.add(args[2].id)
-        return names
+                if args and args[2] is not None:
+                    keys.add(self._scoped_key(node, args[2]))
+        return keys - {None}
+
+    def _scoped_key(self, at: ast.AST, operand: ast.expr) -> tuple[int, str] | None:
+        if not isinstance(operand, ast.Name | ast.Attribute | ast.Subscript):
+            return None
+        return id(self._scope(at)), ast.dump(operand)
 
     # -- CG101 fix: `L = []; for ...: L.append(g); J = tf.stack(L)` -------------------------
 
@@ -168,13 +220,34 @@ class _Finder:
         listed = _list_init(init)
         element = self._appended(loop, listed) if listed else None
         stacked = self._stacked_name(stack)
-        if element is None or stacked is None or stacked.args[0].id != listed:
+        if element is None or stacked is None or pt.call_args(
+                stacked, ("values",))[0].id != listed:
             return ()
-        text = self._jacobian_text(element, loop.target.id, loop.iter, "range")
+        text = self._rows_text(element, loop.target.id, loop.iter)
         if text is None or not self._only_uses(listed, 3, loop) or self._leaks(loop):
             return ()
         return (Edit(*self._span(init), None), Edit(*self._span(loop), None),
                 self._replace(stacked, text))
+
+    # -- CG101 fix: `L = [g for i in ...]` then `tf.stack(L)` on the next statement ---------
+
+    def _comprehension_edits(self, gen: ast.comprehension) -> tuple[Edit, ...]:
+        comp = self.parents.get(id(gen))
+        assign = self.parents.get(id(comp))
+        if not (isinstance(comp, ast.ListComp) and len(comp.generators) == 1 and not gen.ifs
+                and not gen.is_async and isinstance(gen.target, ast.Name)
+                and isinstance(assign, ast.Assign) and assign.value is comp
+                and len(assign.targets) == 1 and isinstance(assign.targets[0], ast.Name)):
+            return ()
+        block, listed = self._block_of(assign), assign.targets[0].id
+        at = next((i for i, s in enumerate(block) if s is assign), None)
+        if at is None or at + 1 >= len(block) or not self._only_uses(listed, 2, assign):
+            return ()
+        stacked = self._stacked_name(block[at + 1])
+        if stacked is None or pt.call_args(stacked, ("values",))[0].id != listed:
+            return ()
+        text = self._rows_text(comp.elt, gen.target.id, gen.iter)
+        return (Edit(*self._span(assign), None), self._replace(stacked, text)) if text else ()
 
     def _block_of(self, stmt: ast.stmt) -> list[ast.stmt]:
         parent = self.parents.get(id(stmt))
@@ -203,12 +276,15 @@ class _Finder:
         return _inline(append, name, temp.value)
 
     def _stacked_name(self, stmt: ast.stmt) -> ast.Call | None:
-        """`tf.stack(L)` (axis 0) as the value of a plain assignment or of a return."""
+        """The one `tf.stack(L)` (axis 0, `L` a name) in a plain assignment or a return,
+        possibly inside other calls (`tf.reshape(tf.stack(L), ...)`)."""
         plain = isinstance(stmt, ast.Return) or (isinstance(stmt, ast.Assign)
                                                  and len(stmt.targets) == 1)
-        value = stmt.value if plain else None
-        if not (isinstance(value, ast.Call) and self.names.qualname(value) == "tf.stack"):
+        stacks = [n for n in ast.walk(stmt.value) if isinstance(n, ast.Call)
+                  and self.names.qualname(n) == "tf.stack"] if plain and stmt.value else []
+        if len(stacks) != 1:
             return None
+        value = stacks[0]
         args = pt.call_args(value, ("values", "axis"))
         ok = args and isinstance(args[0], ast.Name) and _axis_zero(args[1])
         return value if ok and set(k.arg for k in value.keywords) <= {"values", "axis"} else None
@@ -234,6 +310,33 @@ class _Finder:
             if any(isinstance(g.target, ast.Name) and g.target.id == var for g in loops):
                 return node
         return None
+
+    def _rows_text(self, element: ast.expr, var: str, iterable: ast.expr) -> str | None:
+        """The rewrite of stacking `element` over `var in iterable`: a Jacobian when the
+        source proves it equal, else the runtime-checked `cg.migrate.gradient_rows`."""
+        return (self._jacobian_text(element, var, iterable, "range")
+                or self._helper_text(element, var, iterable))
+
+    def _helper_text(self, element: ast.expr, var: str, iterable: ast.expr) -> str | None:
+        """`cg.migrate.gradient_rows(y, xs, iterable, axis=..., index=...)` for rows `y[i]`
+        or columns `y[:, i]` of `tf.gradients(...)[k]`. It evaluates `y`, `xs` and the
+        iterable once, as the loop does for the iterable: they must be pure, and the loop
+        variable must appear in the row index only."""
+        expand = _expand_dims_zero(element, self.names)
+        grad = pt.indexed_grad(expand if expand is not None else element, self.names)
+        axis = _row_axis(grad.ys, var) if grad is not None and grad.clean else None
+        if axis is None or self.writer is None:
+            return None
+        ys = grad.ys.value
+        pure = all(pt.is_pure(n, self.names) for n in (ys, grad.xs))
+        if not pure or var in _names_in(ys) | _names_in(grad.xs) | _names_in(iterable):
+            return None
+        w = self.writer
+        args = [w.text(ys), w.text(grad.xs), w.text(iterable)]
+        args += [f"axis={axis}"] if axis else []
+        args += [f"index={grad.index}"] if grad.index else []
+        text = w.call("migrate.gradient_rows", *args)
+        return f"{w.tf}.expand_dims({text}, axis=1)" if expand is not None else text
 
     def _jacobian_text(self, element: ast.expr, var: str, iterable: ast.expr, kind: str,
                        function: str = "stacked_jacobian") -> str | None:
@@ -264,9 +367,11 @@ class _Finder:
             return []
         self.handled |= {id(g) for g in grads}
         edits = self._stack_edits(node, comp, args[1])
+        unit, advice = self._row_advice(grads)
+        why = "" if edits else self._why_not(grads[0], comp.generators[0])
         return [self._finding(node, "CG102", "hand-built Jacobian: tf.stack of one "
-                              "tf.gradients graph per row; use "
-                              f"{self._suggest(edits, 'cg.stacked_jacobian(y, x)')}", edits)]
+                              f"tf.gradients graph per {unit}; use "
+                              f"{self._suggest(edits, advice)}{why}", edits)]
 
     def _stack_edits(self, node: ast.Call, comp: ast.ListComp,
                      axis: ast.expr | None) -> tuple[Edit, ...]:
@@ -276,7 +381,7 @@ class _Finder:
         gen = comp.generators[0]
         if gen.ifs or gen.is_async or not isinstance(gen.target, ast.Name):
             return ()
-        text = self._jacobian_text(comp.elt, gen.target.id, gen.iter, "range")
+        text = self._rows_text(comp.elt, gen.target.id, gen.iter)
         return (self._replace(node, text),) if text else ()
 
     # -- CG103: tf.map_fn(fn calling tf.gradients, elems) -----------------------------------
@@ -292,17 +397,36 @@ class _Finder:
         over_indices = isinstance(args[1], ast.Call) and self.names.qualname(
             args[1]) == "tf.range"
         edits = self._map_fn_edits(node, fn, args[1], over_indices)
-        problem = ("one gradient graph per element in a while_loop (slow)" if over_indices else
-                   "tf.gradients of a mapped value fails at run time (TensorArray read twice)")
-        fallback = "cg.stacked_jacobian(y, x) or cg.per_element_gradients(y, x)"
+        if over_indices:
+            problem = "one gradient graph per element in a while_loop (slow)"
+        elif self._wrt_element(fn, grads):
+            problem = ("one gradient per element, run one after another in a while_loop (it "
+                       "works, slowly)")
+        else:
+            problem = ("tf.gradients of a mapped value fails at run time (TensorArray read "
+                       "twice)")
+        fallback = ("cg.batch_jacobian(f(xs), xs) when each element's result depends on that "
+                    "element only" if not over_indices and self._wrt_element(fn, grads)
+                    else "cg.stacked_jacobian(y, x) or cg.per_element_gradients(y, x)")
         return [self._finding(node, "CG103", f"tf.map_fn with tf.gradients: {problem}; use "
                               f"{self._suggest(edits, fallback)}", edits)]
 
-    def _function(self, fn: ast.expr | None) -> ast.Lambda | ast.FunctionDef | None:
+    def _function(self, fn: ast.expr | None,
+                  at: ast.AST | None = None) -> ast.Lambda | ast.FunctionDef | None:
+        """The lambda, or the one definition of the named function (the one in the scope of
+        `at` when several functions have that name)."""
         if isinstance(fn, ast.Lambda):
             return fn
         defs = self.names.functions.get(fn.id, []) if isinstance(fn, ast.Name) else []
+        if len(defs) > 1 and at is not None:
+            defs = [d for d in defs if self._scope(d) is self._scope(at)]
         return defs[0] if len(defs) == 1 else None
+
+    def _wrt_element(self, fn: ast.Lambda | ast.FunctionDef, grads: list[ast.Call]) -> bool:
+        """Whether every gradient in the mapped function is with respect to its element."""
+        params = {a.arg for a in fn.args.args}
+        parts = [pt.grad_parts(g) for g in grads]
+        return all(p is not None and _names_in(p[1]) & params for p in parts)
 
     def _map_fn_edits(self, node: ast.Call, fn: ast.Lambda | ast.FunctionDef,
                       elems: ast.expr, over_indices: bool) -> tuple[Edit, ...]:
@@ -340,9 +464,11 @@ class _Finder:
             return True
         return self._scope(node) is self._scope(fn)
 
-    def _scope(self, node: ast.AST) -> ast.AST:
+    def _scope(self, node: ast.AST) -> ast.AST | None:
+        """The function, class or module around `node`; None for a node of another tree
+        (a notebook's functions are shared by all its cells)."""
         node = self.parents.get(id(node))
-        while not isinstance(node, _SCOPES):
+        while node is not None and not isinstance(node, _SCOPES):
             node = self.parents.get(id(node))
         return node
 
@@ -383,13 +509,136 @@ class _Finder:
                    and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
                    for n in self.nodes)
 
-    # -- CG104 / CG107 -----------------------------------------------------------------------
+    # -- CG109: a gradient row per tf.while_loop iteration ----------------------------------
+
+    def _row_loop(self, node: ast.Call) -> list[Finding]:
+        if self.names.qualname(node) == "tf.while_loop":
+            return self._while_loop(node)
+        return self._map_helper(node)
+
+    def _while_loop(self, node: ast.Call) -> list[Finding]:
+        args = pt.call_args(node, ("cond", "body", "loop_vars"))
+        body = self._function(args[1], node) if args else None
+        rows = self._row_gradients(body) if body is not None else []
+        if not rows:
+            return []
+        self.handled |= {id(g) for g in rows}
+        tapes = [g.func.value.id for g in rows if self._is_tape_call(g)]
+        kind = f"{tapes[0]}.gradient" if tapes else "tf.gradients"
+        return [self._finding(node, "CG109", f"hand-built Jacobian: {kind} of one row per "
+                              "tf.while_loop iteration, one after another; use "
+                              "cg.stacked_jacobian(y, x) (not rewritten: what the loop "
+                              "collects, and in which shape, is not provable from the code)")]
+
+    def _map_helper(self, node: ast.Call) -> list[Finding]:
+        """`helper(lambda e: tf.gradients(e, x)[0], elems)` where `helper` is a function of
+        this module built on tf.while_loop: a Jacobian through a hand-written map."""
+        helper = self._function(node.func, node) if isinstance(node.func, ast.Name) else None
+        if helper is None or isinstance(helper, ast.Lambda) or not self._loops(helper):
+            return []
+        mapped = [self._function(a, node) for a in node.args[:1]]
+        rows = (self._row_gradients(mapped[0], indexed=False)
+                if mapped and mapped[0] is not None else [])
+        if not rows:
+            return []
+        self.handled |= {id(g) for g in rows}
+        return [self._finding(node, "CG109", f"hand-built Jacobian: {node.func.id} maps a "
+                              "tf.gradients row over the elements in a tf.while_loop, one "
+                              "after another; use cg.stacked_jacobian(y, x) (not rewritten: "
+                              f"{node.func.id} is your own function)")]
+
+    def _loops(self, fn: ast.FunctionDef) -> bool:
+        """Whether `fn` runs a tf.while_loop, itself or through functions of this module
+        (each function looked at once; a cycle of calls counts as no loop)."""
+        known = self._loop_functions
+        if id(fn) not in known:
+            known[id(fn)] = False  # while it is being looked at
+            calls = [n for n in ast.walk(fn) if isinstance(n, ast.Call)]
+            known[id(fn)] = any(self.names.qualname(n) == "tf.while_loop" for n in calls) or any(
+                isinstance(f, ast.FunctionDef) and self._loops(f)
+                for f in (self._function(n.func, n) for n in calls
+                          if isinstance(n.func, ast.Name)))
+        return known[id(fn)]
+
+    @functools.cached_property
+    def _loop_functions(self) -> dict[int, bool]:
+        return {}
+
+    def _row_gradients(self, fn: ast.Lambda | ast.FunctionDef,
+                       indexed: bool = True) -> list[ast.Call]:
+        """The gradient calls in `fn` whose target is one row: selected by one of its
+        parameters (`y[i]`, `tf.gather(y, i)`, `tf.slice(y, [i], ...)`: a loop index), or,
+        with `indexed` False, a parameter itself (the element a map hands over)."""
+        params = {a.arg for a in fn.args.args}
+        rows = {id(n) for n in ast.walk(fn) if self._selects(n, params)} if indexed else set()
+        names = _dependent_names(fn, params if not indexed else set(), rows)
+        found = []
+        for n in ast.walk(fn):
+            if isinstance(n, ast.Call) and (self.names.qualname(n) == "tf.gradients"
+                                            or self._is_tape_call(n, ("gradient",))):
+                target = pt.call_args(n, ("target", "sources"))
+                target = target[0] if target else None
+                if target is not None and (_names_in(target) & names or any(
+                        id(t) in rows for t in ast.walk(target))):
+                    found.append(n)
+        return found
+
+    def _selects(self, node: ast.AST, params: set[str]) -> bool:
+        """`y[i]`, `tf.gather(y, i)` or `tf.slice(y, [i], ...)` with `i` in `params`."""
+        if isinstance(node, ast.Subscript):  # an index, not a window `y[i:i + k]`
+            parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            return any(_names_in(p) & params for p in parts if not isinstance(p, ast.Slice))
+        if isinstance(node, ast.Call) and self.names.qualname(node) in (
+                "tf.gather", "tf.slice", "tf.gather_nd", "tf.strided_slice"):
+            return any(_names_in(a) & params for a in node.args[1:])
+        return False
+
+    def _is_tape_call(self, node: ast.Call, methods=_TAPE_METHODS) -> bool:
+        func = node.func
+        return (isinstance(func, ast.Attribute) and func.attr in methods
+                and isinstance(func.value, ast.Name) and func.value.id in self.names.tapes)
+
+    # -- CG104 / CG110 / CG107 ---------------------------------------------------------------
+
+    def _tape_call(self, node: ast.Call) -> list[Finding]:
+        if not self._is_tape_call(node) or id(node) in self.handled:
+            return []
+        return self._tape_slice(node) or self._tape_loop(node)
+
+    def _tape_loop(self, node: ast.Call) -> list[Finding]:
+        if node.func.attr != "gradient":
+            return []
+        loop = self._enclosing_loop(node) or self._row_loop_of(node)
+        if loop is None:
+            return []
+        what = "for loop" if isinstance(loop, ast.For) else "comprehension"
+        tape = node.func.value.id
+        return [self._finding(node, "CG110", f"hand-built Jacobian: {tape}.gradient of one "
+                              f"row per iteration of a {what} (one backward pass each); use "
+                              f"{tape}.jacobian(y, x) or cg.stacked_jacobian(y, x, "
+                              f"tape={tape}) (not rewritten: the rows are collected by your "
+                              "own code)")]
+
+    def _row_loop_of(self, call: ast.Call) -> ast.For | None:
+        """The for loop around `call` whose index selects the target through names the loop
+        assigns (`prediction = predictions[:, i]`) while the sources stay the same."""
+        args = pt.call_args(call, ("target", "sources"))
+        if not args or None in args:
+            return None
+        node = call
+        while not isinstance(node, _SCOPES):
+            node = self.parents.get(id(node))
+            if not (isinstance(node, ast.For) and isinstance(node.target, ast.Name)):
+                continue
+            index = {node.target.id}
+            rows = {id(n) for n in ast.walk(node) if self._selects(n, index)}
+            names = _dependent_names(node, set(), rows)
+            if _names_in(args[0]) & names and not _names_in(args[1]) & (names | index):
+                return node
+        return None
 
     def _tape_slice(self, node: ast.Call) -> list[Finding]:
         func = node.func
-        if not (isinstance(func, ast.Attribute) and func.attr in _TAPE_METHODS
-                and isinstance(func.value, ast.Name) and func.value.id in self.names.tapes):
-            return []
         args = pt.call_args(node, ("target", "sources"))
         sources = args[1] if args else None
         items = sources.elts if isinstance(sources, ast.List | ast.Tuple) else [sources]
@@ -402,15 +651,26 @@ class _Finder:
                               "differentiate with respect to the whole tensor and slice the "
                               "result, or use cg.per_element_gradients / cg.batch_jacobian")]
 
+    def _private_call(self, node: ast.Call, name: str) -> list[Finding]:
+        """A call through a private module: `pfor_gradients.jacobian(y, x)`."""
+        function = name.rpartition(".")[2]
+        advice = _PRIVATE_REPLACEMENTS.get(function, "the public compat_grads functions")
+        text = ast.get_source_segment(self.source, node.func)
+        return [self._finding(node, "CG107", f"call through TensorFlow's private API "
+                              f"({text}): it changes without notice; use {advice}")]
+
     def _private_import(self, node: ast.Import | ast.ImportFrom) -> list[Finding]:
         modules = ([a.name for a in node.names] if isinstance(node, ast.Import)
                    else [f"{node.module}.{a.name}" for a in node.names] if node.module else [])
         hits = [m for m in modules if m.startswith(_PRIVATE)]
         if not hits:
             return []
+        why = (" (its jacobian returns None in eager mode)"
+               if hits[0].startswith("tensorflow.python.ops.parallel_for.gradients")
+               else "")
         return [self._finding(node, "CG107", f"private TensorFlow API {hits[0]}: it changes "
-                              "without notice (pfor jacobian returns None in eager mode); use "
-                              "cg.stacked_jacobian / cg.batch_jacobian")]
+                              f"without notice{why}; use cg.stacked_jacobian / "
+                              "cg.batch_jacobian / cg.hessian")]
 
 
 def _list_init(stmt: ast.stmt) -> str | None:
@@ -431,9 +691,13 @@ def _append_arg(stmt: ast.stmt, listed: str) -> ast.expr | None:
 
 
 def _inline(append: ast.expr, name: str, value: ast.expr) -> ast.expr | None:
-    """`append` with the temporary `name` replaced by its value: `t` or `f(t, ...)`."""
+    """`append` with the temporary `name` replaced by its value: `t`, `t[k]` or
+    `f(t, ...)`."""
     if isinstance(append, ast.Name) and append.id == name:
         return value
+    if isinstance(append, ast.Subscript) and isinstance(append.value, ast.Name) and (
+            append.value.id == name):  # `grads = tf.gradients(...)` then `append(grads[0])`
+        return ast.Subscript(value=value, slice=append.slice, ctx=ast.Load())
     first = append.args[0] if isinstance(append, ast.Call) and append.args else None
     if isinstance(first, ast.Name) and first.id == name:
         return ast.Call(func=append.func, args=[value, *append.args[1:]],
@@ -470,8 +734,41 @@ def _single_expression(fn: ast.Lambda | ast.FunctionDef) -> ast.expr | None:
     return body[0].value if ok else None
 
 
+def _dependent_names(fn: ast.AST, names: set[str], nodes: set[int] = frozenset()) -> set[str]:
+    """`names`, and the names `fn` assigns from them or from the nodes with ids in `nodes`
+    (`yi = y[i]`), transitively."""
+    assigns = [n for n in ast.walk(fn) if isinstance(n, ast.Assign)]
+    for _ in range(3):  # chains of a few assignments reach a fixed point
+        names = names | {t.id for a in assigns
+                         if _names_in(a.value) & names or any(
+                             id(v) in nodes for v in ast.walk(a.value))
+                         for target in a.targets for t in ast.walk(target)
+                         if isinstance(t, ast.Name)}
+    return names
+
+
 def _names_in(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _row_axis(target: ast.expr, var: str) -> int | None:
+    """0 for `y[var]`, 1 for `y[:, var]`, else None."""
+    if not isinstance(target, ast.Subscript):
+        return None
+    index = target.slice
+    if isinstance(index, ast.Name) and index.id == var:
+        return 0
+    return 1 if _column(target) and isinstance(index.elts[1], ast.Name) and (
+        index.elts[1].id == var) else None
+
+
+def _column(node: ast.expr) -> bool:
+    """`y[:, i]`: a whole first axis, then one index."""
+    elts = node.slice.elts if isinstance(node, ast.Subscript) and isinstance(
+        node.slice, ast.Tuple) else []
+    return (len(elts) == 2 and isinstance(elts[0], ast.Slice) and elts[0].lower is None
+            and elts[0].upper is None and elts[0].step is None
+            and not isinstance(elts[1], ast.Slice))
 
 
 def _tensor_slice(node: ast.expr | None) -> bool:

@@ -28,6 +28,10 @@ _ASSIGNED_MAGIC = re.compile(
     re.MULTILINE)
 # Cell magics whose body is Python run by IPython: only their first line is not Python.
 _PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun"})
+# Line magics that run the Python statement after them (and their options).
+_PYTHON_LINE_MAGIC = re.compile(
+    r"^([ \t]*)(%(?:time|timeit|prun)(?:[ \t]+-\w+(?:[ \t]+[\w.]+)?)*[ \t]+)(\S.*)$",
+    re.MULTILINE)
 
 
 class ScanError(Exception):
@@ -154,8 +158,9 @@ def _notebook_units(path: str, raw: bytes) -> list[Unit]:
 
 def _cell_python(text: str) -> str:
     """The Python of one code cell, line numbers kept: magics and shell escapes become
-    `pass`; a cell magic that runs Python (`%%time`) loses its first line only, any other
-    (`%%bash`, `%%writefile`) the whole cell."""
+    `pass`, except the statement a `%time` / `%timeit` / `%prun` line runs; a cell magic that
+    runs Python (`%%time`) loses its first line only, any other (`%%bash`, `%%writefile`)
+    the whole cell."""
     lines = text.split("\n")
     first = next((i for i, line in enumerate(lines) if line.strip()), None)
     if first is not None and lines[first].lstrip().startswith("%%"):
@@ -164,8 +169,21 @@ def _cell_python(text: str) -> str:
             return ""
         lines[first] = ""
         text = "\n".join(lines)
+    text = _PYTHON_LINE_MAGIC.sub(_timed_statement, text)
     text = _ASSIGNED_MAGIC.sub(lambda m: f"{m.group(1)}{m.group(2)} = None", text)
     return _MAGIC.sub(lambda m: m.group(1) + "pass", text)
+
+
+def _timed_statement(match: re.Match) -> str:
+    """`%time J = f(x)` as `pass; J = f(x)`, columns kept, so the statement is scanned; a
+    statement that cannot follow `;` (a compound one) stays a magic."""
+    indent, magic, statement = match.groups()
+    python = "pass;".ljust(len(magic)) + statement
+    try:
+        compile(python, "<magic>", "exec")
+    except SyntaxError:
+        return match.group(0)
+    return indent + python
 
 
 def write_atomic(file: SourceFile, text: str) -> None:

@@ -42,33 +42,20 @@ tf_k_grads = tf.keras.backend.gradients(loss, x)  # expect: CG108
 cube = tf.reshape(tf.tile(y, [4]), [2, 2, 3])
 last_axis = tf.stack([tf.gradients(cube[..., i], x)[0] for i in range(3)])  # expect: CG102
 
-# A Python list of targets (tensors of different shapes): no rewrite.
-losses = [loss, y]
-per_loss = []
-for k in range(len(losses)):
-    per_loss.append(tf.gradients(losses[k], x)[0])  # expect: CG101
-J_losses = tf.stack(per_loss)
+# A target computed in the loop (a new model output per row), and a column loop over one:
+# evaluated once in a rewrite instead of once per row, so no rewrite.
+def model_rows(model, inputs):
+    return tf.stack([tf.gradients(model(inputs)[i], inputs)[0] for i in range(3)])  # expect: CG102
 
 
-def rows_of(t):  # `t` may be a list: no rewrite
-    return tf.stack([tf.gradients(t[i], x)[0] for i in range(3)])  # expect: CG102
+def model_columns(model, inputs):
+    return tf.stack([tf.gradients(model(inputs)[:, i], inputs)[0]  # expect: CG102
+                     for i in range(3)])
 
-
-# A count with side effects would run twice in the rewrite: no rewrite.
-def next_count():
-    return 3
-
-
-counted = tf.stack([tf.gradients(y[i], x)[0] for i in range(next_count())])  # expect: CG102
-
-# slogdet returns a (sign, log|det|) pair, not one tensor: no rewrite.
-m = tf.reshape(tf.tile(x, [3]), [3, 3]) + tf.eye(3)
-sl = tf.linalg.slogdet(m)
-by_part = tf.stack([tf.gradients(sl[i], x)[0] for i in range(2)])  # expect: CG102
 
 KB = tf.keras.backend
 kb_grads = KB.gradients(loss, x)  # expect: CG108
 
-J_private = pfor_gradients.jacobian(y, x)
-H_private = gradients_impl.hessians(loss, x)
-J_pg = pg.jacobian(y, x)
+J_private = pfor_gradients.jacobian(y, x)  # expect: CG107
+H_private = gradients_impl.hessians(loss, x)  # expect: CG107
+J_pg = pg.jacobian(y, x)  # expect: CG107
