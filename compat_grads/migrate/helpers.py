@@ -45,7 +45,9 @@ def gradient_rows(ys, xs, indices, axis=0, index=0):
 
 def _vectorizable(tf, ys, xs, indices, axis, index):
     """(source, indices within range) when the vectorized route gives the loop's values."""
-    if tf.executing_eagerly() or not tf.is_tensor(ys) or not indices:
+    from compat_grads.dispatch import execution_mode
+
+    if execution_mode() == "eager" or not tf.is_tensor(ys) or not indices:
         return None
     rank = ys.shape.rank
     if rank is None or rank <= axis or not ys.dtype.is_floating:

@@ -11,6 +11,7 @@ import numpy as np
 
 from compat_grads._errors import ModeError, message
 from compat_grads._tf import tf
+from compat_grads.dispatch import execution_mode
 
 MODES = ("tf1", "v1_graph", "function", "eager")
 
@@ -71,7 +72,7 @@ def _is_tensor_like(leaf) -> bool:
 
 
 def _check_tf2(mode):
-    if tf.executing_eagerly():
+    if execution_mode() == "eager":
         return
     raise ModeError(message(
         "testing.modes.run", f'mode "{mode}" needs TF2 behaviour, but this code runs in '
