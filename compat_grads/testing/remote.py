@@ -42,10 +42,10 @@ def call(job, *args, by_value=(), label=None, **kwargs):
 
     `by_value` names modules whose functions are sent by value instead of by reference
     (a test file the worker should not import); `label` says what runs, in errors (default:
-    the job's name). An exception raised by `job` is raised
-    here with its type and message, the worker's traceback as its cause. If the worker dies
-    (a crash, `os._exit`), raises `WorkerError` with its exit status and the end of its
-    stderr, and the next call starts a fresh worker.
+    the job's name). An exception raised by `job` is raised here with its type and message,
+    the worker's traceback as its cause. If the worker dies (a crash, `os._exit`), raises
+    `WorkerError` with its exit status and the end of its stderr, and the next call starts
+    a fresh worker.
     """
     __tracebackhide__ = True  # pytest: the error is the user's, not this frame's
     request = " ".join(("call", _encode(pickle.dumps(sys.path)),
@@ -65,7 +65,10 @@ def call(job, *args, by_value=(), label=None, **kwargs):
 
 
 def _dumps(value, by_value) -> bytes:
-    modules = [m for m in by_value if m is not None and m.__name__ != "__main__"]
+    # cloudpickle sends by value only modules it can find by name (pytest's importlib mode
+    # leaves test files out of sys.modules: their functions then go by reference)
+    modules = [m for m in by_value if m is not None and m.__name__ != "__main__"
+               and sys.modules.get(m.__name__) is m]
     for module in modules:
         cloudpickle.register_pickle_by_value(module)
     try:
