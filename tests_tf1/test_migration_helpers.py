@@ -1,11 +1,14 @@
-"""`compat_grads.migrate.gradient_rows` has the exact semantics of the loop it replaces, in
-a TF1 graph: values, shape, dtype, errors, whether it vectorizes or runs the loop."""
+"""The runtime-checked migration helpers (`compat_grads.migrate.gradient_rows`,
+`gradient_row_list`, `fill_gradient_rows`, `row_while_loop`, `gradient_map_fn`) have the
+exact semantics of the loops they replace, in a TF1 graph: values, shape, dtype, errors,
+whether they vectorize or run the loop."""
 
 import numpy as np
 import pytest
 
 from compat_grads._tf import tf
-from compat_grads.migrate import gradient_rows
+from compat_grads.migrate import (fill_gradient_rows, gradient_map_fn, gradient_row_list,
+                                  gradient_rows, row_while_loop)
 
 RNG = np.random.RandomState(0)
 
@@ -115,3 +118,203 @@ def test_errors_are_the_loops_errors(case):
         ours = raised(lambda: gradient_rows(y, source, indices))
         theirs = raised(lambda: _loop(y, source, indices))
     assert ours is theirs
+
+
+def _run(build):
+    """The values of the nests `build()` returns, from a new graph, and that graph's op
+    types."""
+    with tf.Graph().as_default() as graph:
+        values = build()
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            got = session.run(values)
+        return got, {op.type for op in graph.get_operations()}
+
+
+def _assert_close(got, want):
+    got, want = tf.nest.flatten(got), tf.nest.flatten(want)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert np.shape(g) == np.shape(w)
+        np.testing.assert_allclose(g, w, rtol=2e-5, atol=1e-6)
+
+
+def _net():
+    x = tf.constant(RNG.randn(4, 5), tf.float32)
+    w = tf.compat.v1.get_variable("w", initializer=tf.constant(RNG.randn(5, 3), tf.float32))
+    return x, w, tf.tanh(tf.matmul(x, w))
+
+
+@pytest.mark.parametrize("index", [0, None], ids=["[0]", "unpacked (g,) ="])
+def test_row_list_is_the_loops_list(index):
+    def build():
+        x, w, y = _net()
+        rows = gradient_row_list(y, x, range(3), axis=1, index=index)
+        assert isinstance(rows, list) and len(rows) == 3
+        return rows, [tf.compat.v1.gradients(y[:, i], x)[0] for i in range(3)]
+
+    (got, want), _ = _run(build)
+    _assert_close(got, want)
+
+
+def test_row_list_keeps_the_cached_rows():
+    def build():
+        x, w, y = _net()
+        first = tf.compat.v1.gradients(y[:, 1], x)[0]
+        cache = [None, first, None]
+        rows = gradient_row_list(y, x, range(3), axis=1, cached=cache)
+        assert rows[1] is first and cache == [None, first, None]
+        loop = [tf.compat.v1.gradients(y[:, i], x)[0] if cache[i] is None else cache[i]
+                for i in range(3)]
+        return rows, loop
+
+    (got, want), _ = _run(build)
+    _assert_close(got, want)
+
+
+def test_row_list_unpacking_more_than_one_gradient_fails_like_the_loop():
+    with tf.Graph().as_default():
+        x, w, y = _net()
+        with pytest.raises(ValueError, match="too many values to unpack"):
+            gradient_row_list(y, [x, w], range(2), index=None)
+        with pytest.raises(ValueError, match="too many values to unpack"):
+            (g,) = tf.compat.v1.gradients(y[0], [x, w])
+
+
+def test_fill_computes_each_missing_row_once_in_the_loops_order():
+    def build():
+        x, w, y = _net()
+        kept = tf.compat.v1.gradients(y[:, 0], x)[0]
+        ours, theirs = [kept, None, None], [kept, None, None]
+        labels = [2, 0, -1, 2]  # repeated, negative, already cached
+        assert fill_gradient_rows(ours, y, x, labels, axis=1) is None
+        for i in labels:
+            if theirs[i] is None:
+                theirs[i] = tf.compat.v1.gradients(y[:, i], x)[0]
+        assert ours[0] is kept and ours[1] is None and theirs[1] is None
+        return ours[0], ours[2], theirs[0], theirs[2]
+
+    (a, b, c, d), _ = _run(build)
+    _assert_close([a, b], [c, d])
+
+
+def test_fill_of_a_dict_cache_runs_the_loop():
+    def build():
+        x, w, y = _net()
+        cache = {0: None, 1: None}
+        fill_gradient_rows(cache, y, w, [1])
+        assert cache[0] is None
+        return cache[1], tf.compat.v1.gradients(y[1], w)[0]
+
+    (got, want), _ = _run(build)
+    _assert_close(got, want)
+
+
+def _array_loop(loop, y, params, start=None, size=None):
+    """The Levenberg-Marquardt Jacobian: one flattened gradient row per while_loop step."""
+    count = tf.shape(y)[0]
+
+    def body(i, acc):
+        grads = tf.compat.v1.gradients(y[i], params)
+        return i + 1, acc.write(i, tf.concat([tf.reshape(g, [-1]) for g in grads], 0))
+
+    state = [tf.constant(0) if start is None else start,
+             tf.TensorArray(tf.float32, size=count if size is None else size)]
+    return loop(lambda i, _: i < count, body, state, count)
+
+
+def _while(cond, body, loop_vars, count):
+    del count
+    return tf.compat.v1.while_loop(cond, body, loop_vars)
+
+
+def test_row_while_loop_vectorizes_the_tensor_array_jacobian():
+    def build():
+        x, w, y = _net()
+        ours = _array_loop(row_while_loop, y, [w, x])
+        theirs = _array_loop(_while, y, [w, x])
+        assert isinstance(ours, list) and len(ours) == 2
+        return ours[0], ours[1].stack(), theirs[0], theirs[1].stack()
+
+    (i, rows, j, want), ops = _run(build)
+    assert i == j == 4 and rows.shape == want.shape == (4, 15 + 20)
+    np.testing.assert_allclose(rows, want, rtol=2e-5, atol=1e-6)
+
+
+def test_row_while_loop_runs_the_body_once_vectorized():
+    """No while_loop of the body's own; pfor may loop over the one op it cannot vectorize
+    (the gradient of `y[i]`, a cheap scatter), inside its own scope."""
+    def loops(loop):
+        with tf.Graph().as_default() as graph:
+            x, w, y = _net()
+            _array_loop(loop, y, [w])[1].stack()
+            return [op.name for op in graph.get_operations() if op.type == "Enter"]
+
+    assert loops(_while) and all("/pfor/" in name for name in loops(row_while_loop))
+
+
+@pytest.mark.parametrize("case", ["random ops in the body", "index starts at 1",
+                                  "the body reads the TensorArray"])
+def test_row_while_loop_runs_the_loop_when_it_must(case):
+    def build():
+        x, w, y = _net()
+
+        def body(i, acc):
+            if case == "the body reads the TensorArray":
+                acc.size()
+            row = tf.compat.v1.gradients(y[i], x)[0]
+            if case == "random ops in the body":
+                row = row * tf.random.stateless_uniform([], [1, 2]) + tf.random.uniform(
+                    [], seed=3) * 0
+            return i + 1, acc.write(i, row)
+
+        start = 1 if case == "index starts at 1" else 0
+        state = lambda: [tf.constant(start), tf.TensorArray(tf.float32, size=4)]  # noqa: E731
+        tf.compat.v1.set_random_seed(0)
+        ours = row_while_loop(lambda i, _: i < 4, body, state(), 4)
+        looped.extend(op.name for op in tf.compat.v1.get_default_graph().get_operations()
+                      if op.type == "Enter" and "/pfor/" not in op.name)
+        rows = ours[1].gather(tf.range(start, 4))
+        theirs = tf.compat.v1.while_loop(lambda i, _: i < 4, body, state())
+        return ours[0], rows, theirs[0], theirs[1].gather(tf.range(start, 4))
+
+    looped = []
+    (i, rows, j, want), ops = _run(build)
+    assert looped and i == j == 4
+    _assert_close(rows, want)
+
+
+def test_row_while_loop_with_a_tape_in_the_body():
+    def build():
+        x, w, _ = _net()
+
+        def body(i, acc):
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                yi = tf.tanh(tf.matmul(x, w))[i]
+            return i + 1, acc.write(i, tape.gradient(yi, x))
+
+        state = lambda: [0, tf.TensorArray(tf.float32, size=4)]  # noqa: E731
+        ours = row_while_loop(lambda i, _: i < 4, body, state(), 4)
+        theirs = tf.compat.v1.while_loop(lambda i, _: i < 4, body, state())
+        return ours[1].stack(), theirs[1].stack()
+
+    (got, want), ops = _run(build)
+    _assert_close(got, want)
+
+
+def test_gradient_map_fn_equals_map_fn_and_the_analytic_score():
+    values = np.random.RandomState(5).randn(6).astype(np.float32)
+
+    def build():
+        x = tf.constant(values)
+
+        def score(e):
+            return tf.compat.v1.gradients(-0.5 * e * e + tf.sin(e), e)[0]
+
+        return gradient_map_fn(score, x), tf.compat.v1.map_fn(score, x)
+
+    (got, want), ops = _run(build)
+    _assert_close(got, want)
+    np.testing.assert_allclose(got, -values + np.cos(values), rtol=1e-5, atol=1e-6)
+

@@ -8,6 +8,11 @@ from __future__ import annotations
 
 import operator
 
+# What a `tf.while_loop` or `tf.map_fn` keyword may be for the vectorized route: these
+# change how the loop runs, not what it returns.
+_LOOP_KEYWORDS = frozenset({"parallel_iterations", "back_prop", "swap_memory", "name"})
+_MAP_KEYWORDS = _LOOP_KEYWORDS | {"infer_shape"}
+
 
 def gradient_rows(ys, xs, indices, axis=0, index=0):
     """`tf.stack([tf.gradients(row_i, xs)[index] for i in indices])`, row_i being `ys[i]`
@@ -34,13 +39,132 @@ def gradient_rows(ys, xs, indices, axis=0, index=0):
     from compat_grads._tf import tf
 
     indices = list(indices)
+    rows = _vectorized(tf, ys, xs, indices, axis, index)
+    if rows is not None:
+        return rows
+    return tf.stack(_loop(tf, ys, xs, indices, axis, index))
+
+
+def gradient_row_list(ys, xs, indices, axis=0, index=0, cached=None):
+    """`[tf.gradients(row_i, xs)[index] for i in indices]`: the rows of `gradient_rows` as
+    the Python list the loop built (None for a row that does not depend on `xs`).
+
+    With `cached`, a row already there is kept, as the caching comprehension
+    `[<row i> if cached[i] is None else cached[i] for i in indices]` keeps it.
+    `index=None` takes each result as `(g,) = tf.gradients(...)` unpacks it (a
+    `ValueError` when `xs` gives more than one gradient).
+
+    Args:
+      ys, xs, indices, axis, index: as for `gradient_rows`.
+      cached: a list (or anything indexable by the indices) of rows computed before, None
+        where a row is missing; it is read, not changed.
+
+    Returns:
+      A new list, one entry per index.
+    """
+    from compat_grads._tf import tf
+
+    indices = list(indices)
+    missing = indices if cached is None else [i for i in indices if cached[i] is None]
+    computed = iter(_row_list(tf, ys, xs, missing, axis, index))
+    return [next(computed) if cached is None or cached[i] is None else cached[i]
+            for i in indices]
+
+
+def fill_gradient_rows(rows, ys, xs, indices, axis=0, index=0):
+    """`for i in indices: if rows[i] is None: rows[i] = tf.gradients(row_i, xs)[index]`:
+    fills the missing rows of a cache list in place, each once, in the loop's order.
+
+    Args:
+      rows: the cache, a list with None where a row is missing (anything else runs the
+        loop itself).
+      ys, xs, indices, axis, index: as for `gradient_row_list`.
+    """
+    from compat_grads._tf import tf
+
+    indices = list(indices)
+    wanted = _first_missing(rows, indices)
+    if wanted is None:
+        for i in indices:
+            if rows[i] is None:
+                rows[i] = _loop(tf, ys, xs, [i], axis, index)[0]
+        return
+    for i, row in zip(wanted, _row_list(tf, ys, xs, wanted, axis, index)):
+        rows[i] = row
+
+
+def row_while_loop(cond, body, loop_vars, count, **kwargs):
+    """`tf.compat.v1.while_loop(cond, body, loop_vars, **kwargs)` for the loop that writes
+    one row per index into a `tf.TensorArray`: `cond` is `i < count` and `body` returns
+    `(i + 1, acc.write(i, <row i>))`.
+
+    In a graph or `tf.function`, when `loop_vars` is `[0, a TensorArray]` and the body,
+    run once on a symbolic index, does exactly that (and nothing random), the rows are
+    computed at once with `tf.vectorized_map` (which runs the body's own ops, gradients
+    included, for every index together) and scattered into the TensorArray. Otherwise, and
+    in eager mode, the while_loop itself runs.
+
+    Args:
+      cond, body, loop_vars, **kwargs: the while_loop's arguments.
+      count: the bound `cond` compares the index with.
+
+    Returns:
+      What the while_loop returns: the final index and the filled TensorArray, in the
+      structure of `loop_vars`.
+    """
+    from compat_grads._tf import tf
+
+    result = _vectorized_loop(tf, body, loop_vars, count, kwargs)
+    if result is not None:
+        return result
+    return tf.compat.v1.while_loop(cond, body, loop_vars, **kwargs)
+
+
+def gradient_map_fn(fn, elems, **kwargs):
+    """`tf.compat.v1.map_fn(fn, elems, **kwargs)` for a `fn` that takes gradients of its
+    element: with one float tensor `elems` in a graph or `tf.function` and an `fn` that
+    returns one tensor of the same dtype (and makes nothing random), computed with
+    `tf.vectorized_map(fn, elems)` for every element together; otherwise by `map_fn`.
+
+    Returns:
+      What `map_fn` returns.
+    """
+    from compat_grads._tf import tf
+
+    result = _vectorized_map(tf, fn, elems, kwargs)
+    if result is not None:
+        return result
+    return tf.compat.v1.map_fn(fn, elems, **kwargs)
+
+
+# -- the gradient rows -------------------------------------------------------------------
+
+
+def _row_list(tf, ys, xs, indices, axis, index):
+    """The list the loop builds, vectorized when it can be."""
+    rows = _vectorized(tf, ys, xs, indices, axis, index) if indices else None
+    if rows is not None:
+        return tf.unstack(rows, num=len(indices))
+    return _loop(tf, ys, xs, indices, axis, index)
+
+
+def _loop(tf, ys, xs, indices, axis, index):
+    """The original loop: one `tf.gradients` per index."""
+    rows = []
+    for i in indices:
+        grads = tf.compat.v1.gradients(_slice(ys, i, axis), xs)
+        if index is None:
+            (row,) = grads
+        else:
+            row = grads[index]
+        rows.append(row)
+    return rows
+
+
+def _vectorized(tf, ys, xs, indices, axis, index):
+    """The stacked rows from one Jacobian, or None when that might differ from the loop."""
     plan = _vectorizable(tf, ys, xs, indices, axis, index)
-    if plan is not None:
-        rows = _jacobian_rows(tf, ys, plan[0], plan[1], axis)
-        if rows is not None:
-            return rows
-    return tf.stack([tf.compat.v1.gradients(_slice(ys, i, axis), xs)[index]
-                     for i in indices])
+    return None if plan is None else _jacobian_rows(tf, ys, plan[0], plan[1], axis)
 
 
 def _vectorizable(tf, ys, xs, indices, axis, index):
@@ -53,6 +177,8 @@ def _vectorizable(tf, ys, xs, indices, axis, index):
     if rank is None or rank <= axis or not ys.dtype.is_floating:
         return None
     flat = xs if isinstance(xs, (list, tuple)) else [xs]
+    if index is None:  # `(g,) = tf.gradients(...)`: exactly one gradient
+        index = 0 if len(flat) == 1 else -1
     if not 0 <= index < len(flat):
         return None
     source = flat[index]
@@ -82,6 +208,25 @@ def _positions(indices, length):
     return [i % length for i in ints]
 
 
+def _first_missing(rows, indices):
+    """The indices whose row the filling loop computes (the first of each position whose
+    entry is None), or None when `rows` is not a list or an index is not an int."""
+    if not isinstance(rows, list):
+        return None
+    try:
+        ints = [operator.index(i) for i in indices]
+    except TypeError:
+        return None
+    if not all(-len(rows) <= i < len(rows) for i in ints):
+        return None  # the loop raises its IndexError
+    wanted, seen = [], set()
+    for i in ints:
+        if rows[i] is None and i % len(rows) not in seen:
+            wanted.append(i)
+            seen.add(i % len(rows))
+    return wanted
+
+
 def _jacobian_rows(tf, ys, source, positions, axis):
     """The Jacobian of the chosen slice sums; None when not connected (the loop then raises
     what it raises)."""
@@ -95,3 +240,139 @@ def _jacobian_rows(tf, ys, source, positions, axis):
 
 def _slice(ys, i, axis):
     return ys[i] if axis == 0 else ys[:, i]
+
+
+# -- while_loop and map_fn bodies ------------------------------------------------------------
+
+
+class _NotTheForm(Exception):
+    """The body does something other than the form the helper vectorizes."""
+
+
+class _Recorder:
+    """Stands for the TensorArray in a body run once: records the one `write(i, row)`."""
+
+    def __init__(self, index):
+        self.index, self.rows = index, []
+
+    def write(self, index, value, name=None):
+        del name
+        if index is not self.index or self.rows:
+            raise _NotTheForm
+        self.rows.append(value)
+        return self
+
+    def __getattr__(self, name):
+        raise _NotTheForm
+
+
+def _vectorized_loop(tf, body, loop_vars, count, kwargs):
+    """The while_loop's result from `tf.vectorized_map`, or None."""
+    from compat_grads.dispatch import execution_mode
+
+    if execution_mode() == "eager" or set(kwargs) - _LOOP_KEYWORDS:
+        return None
+    if not isinstance(loop_vars, (list, tuple)) or len(loop_vars) != 2:
+        return None
+    start, array = loop_vars
+    if not isinstance(array, tf.TensorArray) or not _zero_index(tf, start):
+        return None
+    dtype = start.dtype if tf.is_tensor(start) else tf.int32
+    if not _integer_count(tf, count):
+        return None
+    count = tf.cast(count, dtype)
+    try:
+        rows = tf.vectorized_map(lambda i: _row(tf, body, tf.cast(i, dtype), array.dtype),
+                                 tf.range(tf.maximum(count, 0)))
+    except Exception:  # noqa: BLE001 - anything the body does not survive: the loop runs
+        return None
+    if kwargs.get("back_prop") is False:
+        rows = tf.stop_gradient(rows)
+    filled = array.scatter(tf.range(tf.maximum(count, 0)), rows)
+    return type(loop_vars)([tf.maximum(count, 0), filled])
+
+
+def _zero_index(tf, start) -> bool:
+    if isinstance(start, int) and not isinstance(start, bool):
+        return start == 0
+    return tf.is_tensor(start) and start.dtype.is_integer and start.shape.rank == 0 and (
+        tf.get_static_value(start) == 0)
+
+
+def _integer_count(tf, count) -> bool:
+    if isinstance(count, bool):
+        return False
+    if isinstance(count, int):
+        return True
+    return tf.is_tensor(count) and count.dtype.is_integer and count.shape.rank == 0
+
+
+def _row(tf, body, index, dtype):
+    """Row `index` as the body writes it (raises `_NotTheForm` for any other body)."""
+    acc = _Recorder(index)
+    with _deterministic(tf):
+        out = body(index, acc)
+    if not (isinstance(out, (list, tuple)) and len(out) == 2 and out[1] is acc
+            and acc.rows and _plus_one(tf, out[0], index)):
+        raise _NotTheForm
+    row = tf.convert_to_tensor(acc.rows[0])
+    if row.dtype != dtype:
+        raise _NotTheForm
+    return row
+
+
+def _plus_one(tf, value, index) -> bool:
+    """Whether `value` is the op `index + 1`."""
+    op = getattr(value, "op", None)
+    if op is None or op.type not in ("Add", "AddV2") or len(op.inputs) != 2:
+        return False
+    a, b = op.inputs
+    return (a is index and tf.get_static_value(b) == 1) or (
+        b is index and tf.get_static_value(a) == 1)
+
+
+class _deterministic:
+    """Raises `_NotTheForm` when the code run inside makes random ops: vectorized, they
+    would draw other numbers than the loop draws."""
+
+    def __init__(self, tf):
+        self.graph = tf.compat.v1.get_default_graph()
+
+    def __enter__(self):
+        self.before = len(self.graph.get_operations())
+
+    def __exit__(self, kind, value, trace):
+        if kind is None and any(_random(op) for op in
+                                self.graph.get_operations()[self.before:]):
+            raise _NotTheForm
+        return False
+
+
+def _random(op) -> bool:
+    kind = op.type
+    return not kind.startswith("Stateless") and (
+        "Random" in kind or kind in ("TruncatedNormal", "Multinomial",
+                                     "ParameterizedTruncatedNormal"))
+
+
+def _vectorized_map(tf, fn, elems, kwargs):
+    """map_fn's result from `tf.vectorized_map`, or None."""
+    from compat_grads.dispatch import execution_mode
+
+    if execution_mode() == "eager" or set(kwargs) - _MAP_KEYWORDS:
+        return None
+    if not tf.is_tensor(elems) or not elems.dtype.is_floating or not elems.shape.rank:
+        return None
+
+    def element(value):
+        with _deterministic(tf):
+            out = fn(value)
+        if not tf.is_tensor(out) or out.dtype != elems.dtype:
+            raise _NotTheForm
+        return out
+
+    try:
+        out = tf.vectorized_map(element, elems)
+    except Exception:  # noqa: BLE001 - anything fn does not survive: map_fn runs
+        return None
+    return tf.stop_gradient(out) if kwargs.get("back_prop") is False else out
