@@ -7,8 +7,13 @@ import numpy as np
 import pytest
 
 from compat_grads._tf import tf
-from compat_grads.migrate import (fill_gradient_rows, gradient_map_fn, gradient_row_list,
-                                  gradient_rows, row_while_loop)
+from compat_grads.migrate import (
+    fill_gradient_rows,
+    gradient_map_fn,
+    gradient_row_list,
+    gradient_rows,
+    row_while_loop,
+)
 
 RNG = np.random.RandomState(0)
 
@@ -220,11 +225,10 @@ def _array_loop(loop, y, params, start=None, size=None):
 
     state = [tf.constant(0) if start is None else start,
              tf.TensorArray(tf.float32, size=count if size is None else size)]
-    return loop(lambda i, _: i < count, body, state, count)
+    return loop(lambda i, _: i < count, body, state)
 
 
-def _while(cond, body, loop_vars, count):
-    del count
+def _while(cond, body, loop_vars):
     return tf.compat.v1.while_loop(cond, body, loop_vars)
 
 
@@ -271,7 +275,7 @@ def test_row_while_loop_runs_the_loop_when_it_must(case):
         start = 1 if case == "index starts at 1" else 0
         state = lambda: [tf.constant(start), tf.TensorArray(tf.float32, size=4)]  # noqa: E731
         tf.compat.v1.set_random_seed(0)
-        ours = row_while_loop(lambda i, _: i < 4, body, state(), 4)
+        ours = row_while_loop(lambda i, _: i < 4, body, state())
         looped.extend(op.name for op in tf.compat.v1.get_default_graph().get_operations()
                       if op.type == "Enter" and "/pfor/" not in op.name)
         rows = ours[1].gather(tf.range(start, 4))
@@ -295,7 +299,7 @@ def test_row_while_loop_with_a_tape_in_the_body():
             return i + 1, acc.write(i, tape.gradient(yi, x))
 
         state = lambda: [0, tf.TensorArray(tf.float32, size=4)]  # noqa: E731
-        ours = row_while_loop(lambda i, _: i < 4, body, state(), 4)
+        ours = row_while_loop(lambda i, _: i < 4, body, state())
         theirs = tf.compat.v1.while_loop(lambda i, _: i < 4, body, state())
         return ours[1].stack(), theirs[1].stack()
 

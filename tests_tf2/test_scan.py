@@ -330,8 +330,7 @@ def test_ops_returning_several_tensors_are_not_one_tensor(call):
     assert not names.is_tensor(tree.body[1].value) and "t" not in names.tensors
 
 
-REPORT_ONLY_FORMS = ["while_loop_jacobian.py", "map_helper_jacobian.py",
-                     "forward_mode_attributes.py", "tape_gradient_loop.py"]
+REPORT_ONLY_FORMS = ["forward_mode_attributes.py", "tape_gradient_loop.py"]
 
 
 @pytest.mark.parametrize("name", REPORT_ONLY_FORMS)
@@ -341,6 +340,45 @@ def test_loop_forms_say_why_they_are_not_rewritten_and_stay_as_they_are(name):
     assert len(found) == len(_expected(CORPUS / name)) and not [f for f in found if f.edits]
     assert all("(not rewritten: " in f.message for f in found if f.code in ("CG109", "CG110"))
     assert migrate.fix_text(text) == text
+
+
+@pytest.mark.parametrize("name, unfixed", [("while_loop_jacobian.py", [56]),
+                                           ("map_helper_jacobian.py", [])])
+def test_while_loop_forms_call_the_runtime_checked_loop(name, unfixed):
+    """The TensorArray loops (inline, or in a map helper of the module) get
+    cg.migrate.row_while_loop in place of tf.while_loop, same arguments; the concatenating
+    loop says why it is left alone; the fix is idempotent."""
+    text = (CORPUS / name).read_text("utf-8")
+    found = migrate.scan_text(text)
+    assert sorted((None, f.line, f.code) for f in found) == sorted(_expected(CORPUS / name))
+    assert sorted(f.line for f in found if not f.edits) == unfixed
+    for f in found:
+        assert all(e.text.endswith(".migrate.row_while_loop") for e in f.edits)
+    fixed = migrate.fix_text(text)
+    assert fixed.count("cg.migrate.row_while_loop(") == len({e.start for f in found
+                                                             for e in f.edits})
+    assert ("tf.while_loop(" in fixed) == bool(unfixed) and migrate.fix_text(fixed) == fixed
+    ast.parse(fixed)
+
+
+def test_a_map_helper_of_another_notebook_cell_is_not_rewritten(tmp_path, capsys):
+    cells = ["import tensorflow as tf\n"
+             "def loop_map(fn, xs):\n"
+             "    n = tf.shape(xs)[0]\n"
+             "    return tf.while_loop(lambda j, a: j < n,\n"
+             "                         lambda j, a: (j + 1, a.write(j, fn(xs[j]))),\n"
+             "                         [0, tf.TensorArray(tf.float32, size=n)])\n",
+             "x = tf.ones([3])\n"
+             "J = loop_map(lambda e: tf.gradients(e, x)[0], tf.sin(x))\n"]
+    notebook = {"cells": [{"cell_type": "code", "source": c, "metadata": {}, "outputs": [],
+                           "execution_count": None} for c in cells],
+                "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    path = tmp_path / "helper.ipynb"
+    path.write_text(json.dumps(notebook))
+    status, report = _scan(capsys, path)
+    (finding,) = report["findings"]
+    assert finding["code"] == "CG109" and not finding["fixable"]
+    assert "(not rewritten: loop_map is your own function" in finding["message"]
 
 
 def test_column_loops_get_the_row_sum_advice():

@@ -6,8 +6,13 @@ prove a rewrite (they import TensorFlow when called, never at import)."""
 
 from compat_grads.migrate.codes import CODES
 from compat_grads.migrate.command import add_arguments, fix_text, run, scan_text
-from compat_grads.migrate.helpers import (fill_gradient_rows, gradient_map_fn, gradient_row_list,
-                                          gradient_rows, row_while_loop)
+from compat_grads.migrate.helpers import (
+                                          fill_gradient_rows,
+                                          gradient_map_fn,
+                                          gradient_row_list,
+                                          gradient_rows,
+                                          row_while_loop,
+)
 from compat_grads.migrate.sources import ScanError
 
 __all__ = ["CODES", "ScanError", "add_arguments", "fill_gradient_rows", "fix_text",

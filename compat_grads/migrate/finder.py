@@ -209,34 +209,66 @@ class _Finder:
             return None
         return id(self._scope(at)), ast.dump(operand)
 
-    # -- CG101 fix: `L = []; for ...: L.append(g); J = tf.stack(L)` -------------------------
+    # -- CG101 fix: `L = []; for ...: L.append(g)`, or a cache filled in a loop ------------
 
     def _loop_edits(self, call: ast.Call, loop: ast.For) -> tuple[Edit, ...]:
+        if self.writer is None or loop.orelse or self._leaks(loop):
+            return ()
+        return self._fill_edits(loop) or self._list_edits(loop)
+
+    def _list_edits(self, loop: ast.For) -> tuple[Edit, ...]:
+        """`L = []; for i in it: L.append(g_i)`: then `J = tf.stack(L)` becomes one Jacobian
+        (or `gradient_rows`); a list used otherwise becomes `gradient_row_list`."""
         block = self._block_of(loop)
         at = next((i for i, s in enumerate(block) if s is loop), None)
-        if self.writer is None or at is None or not 0 < at < len(block) - 1 or loop.orelse:
+        if at is None or at == 0:
             return ()
-        init, stack = block[at - 1], block[at + 1]
+        init = block[at - 1]
         listed = _list_init(init)
         element = self._appended(loop, listed) if listed else None
-        stacked = self._stacked_name(stack)
-        if element is None or stacked is None or pt.call_args(
-                stacked, ("values",))[0].id != listed:
+        if element is None:
             return ()
-        text = self._rows_text(element, loop.target.id, loop.iter)
-        if text is None or not self._only_uses(listed, 3, loop) or self._leaks(loop):
+        var, iterable = loop.target.id, loop.iter
+        stacked = self._stacked_name(block[at + 1]) if at + 1 < len(block) else None
+        if stacked is not None and pt.call_args(stacked, ("values",))[0].id == listed and (
+                self._only_uses(listed, 3, loop)):
+            text = self._rows_text(element, var, iterable)
+            return (Edit(*self._span(init), None), Edit(*self._span(loop), None),
+                    self._replace(stacked, text)) if text else ()
+        inside = [n for n in ast.walk(loop) if isinstance(n, ast.Name) and n.id == listed]
+        text = self._helper_text(element, var, iterable, "gradient_row_list")
+        if len(inside) != 1 or text is None:
             return ()
-        return (Edit(*self._span(init), None), Edit(*self._span(loop), None),
-                self._replace(stacked, text))
+        return self._replace(init.value, text), Edit(*self._span(loop), None)
+
+    def _fill_edits(self, loop: ast.For) -> tuple[Edit, ...]:
+        """`for i in it: if C[i] is None: C[i] = g_i` (a cache of rows filled on demand)."""
+        body, var = loop.body, loop.target.id
+        check = body[0] if len(body) == 1 and isinstance(body[0], ast.If) else None
+        if check is None or check.orelse or len(check.body) != 1:
+            return ()
+        cache, assign = _none_entry(check.test, var), check.body[0]
+        if cache is None or not (isinstance(assign, ast.Assign) and len(assign.targets) == 1):
+            return ()
+        if ast.dump(_entry_of(assign.targets[0], var) or ast.Pass()) != ast.dump(cache):
+            return ()
+        text = self._helper_text(assign.value, var, loop.iter, "fill_gradient_rows",
+                                 cache=cache)
+        return (self._replace(loop, text),) if text else ()
 
     # -- CG101 fix: `L = [g for i in ...]` then `tf.stack(L)` on the next statement ---------
 
     def _comprehension_edits(self, gen: ast.comprehension) -> tuple[Edit, ...]:
         comp = self.parents.get(id(gen))
-        assign = self.parents.get(id(comp))
         if not (isinstance(comp, ast.ListComp) and len(comp.generators) == 1 and not gen.ifs
-                and not gen.is_async and isinstance(gen.target, ast.Name)
-                and isinstance(assign, ast.Assign) and assign.value is comp
+                and not gen.is_async and isinstance(gen.target, ast.Name)):
+            return ()
+        return self._stacked_comprehension(comp) or self._listed_comprehension(comp)
+
+    def _stacked_comprehension(self, comp: ast.ListComp) -> tuple[Edit, ...]:
+        """`L = [g for i in ...]` then `tf.stack(L)` on the next statement."""
+        gen, assign = comp.generators[0], self.parents.get(id(comp))
+        if not (isinstance(assign, ast.Assign) and assign.value is comp
                 and len(assign.targets) == 1 and isinstance(assign.targets[0], ast.Name)):
             return ()
         block, listed = self._block_of(assign), assign.targets[0].id
@@ -248,6 +280,21 @@ class _Finder:
             return ()
         text = self._rows_text(comp.elt, gen.target.id, gen.iter)
         return (Edit(*self._span(assign), None), self._replace(stacked, text)) if text else ()
+
+    def _listed_comprehension(self, comp: ast.ListComp) -> tuple[Edit, ...]:
+        """`[g_i for i in it]` kept as a list, or `[g_i if C[i] is None else C[i] for ...]`
+        (a cache of rows): `gradient_row_list`."""
+        gen, element, cache = comp.generators[0], comp.elt, None
+        var = gen.target.id
+        if isinstance(element, ast.IfExp):
+            cache = _none_entry(element.test, var)
+            kept = _entry_of(element.orelse, var)
+            if cache is None or kept is None or ast.dump(kept) != ast.dump(cache):
+                return ()
+            element = element.body
+        text = self._helper_text(element, var, gen.iter, "gradient_row_list",
+                                 cached=cache)
+        return (self._replace(comp, text),) if text else ()
 
     def _block_of(self, stmt: ast.stmt) -> list[ast.stmt]:
         parent = self.parents.get(id(stmt))
@@ -266,13 +313,20 @@ class _Finder:
         if len(body) == 1:
             return append
         temp = body[0]
-        if not (isinstance(temp, ast.Assign) and len(temp.targets) == 1
-                and isinstance(temp.targets[0], ast.Name)):
+        target = temp.targets[0] if isinstance(temp, ast.Assign) and len(
+            temp.targets) == 1 else None
+        unpacked = isinstance(target, ast.Tuple | ast.List) and len(target.elts) == 1
+        if unpacked:  # `(g,) = tf.gradients(...)`
+            target = target.elts[0]
+        if not isinstance(target, ast.Name):
             return None
-        name = temp.targets[0].id
+        name = target.id
         used = [n for n in ast.walk(append) if isinstance(n, ast.Name) and n.id == name]
         if name == var or len(used) != 1 or not self._only_uses(name, 2, loop):
             return None
+        if unpacked:  # marked by the index None: see `_row_grad`
+            value = ast.Subscript(value=temp.value, slice=ast.Constant(None), ctx=ast.Load())
+            return value if isinstance(append, ast.Name) else None
         return _inline(append, name, temp.value)
 
     def _stacked_name(self, stmt: ast.stmt) -> ast.Call | None:
@@ -317,26 +371,42 @@ class _Finder:
         return (self._jacobian_text(element, var, iterable, "range")
                 or self._helper_text(element, var, iterable))
 
-    def _helper_text(self, element: ast.expr, var: str, iterable: ast.expr) -> str | None:
-        """`cg.migrate.gradient_rows(y, xs, iterable, axis=..., index=...)` for rows `y[i]`
-        or columns `y[:, i]` of `tf.gradients(...)[k]`. It evaluates `y`, `xs` and the
-        iterable once, as the loop does for the iterable: they must be pure, and the loop
-        variable must appear in the row index only."""
+    def _helper_text(self, element: ast.expr, var: str, iterable: ast.expr,
+                     function: str = "gradient_rows", cache: ast.expr | None = None,
+                     cached: ast.expr | None = None) -> str | None:
+        """`cg.migrate.<function>([cache, ]y, xs, iterable, axis=..., index=...[, cached=])`
+        for rows `y[i]` or columns `y[:, i]` of `tf.gradients(...)[k]`. It evaluates `y`,
+        `xs`, the cache and the iterable once, as the loop does for the iterable: they must
+        be pure, and the loop variable must appear in the row index only."""
         expand = _expand_dims_zero(element, self.names)
-        grad = pt.indexed_grad(expand if expand is not None else element, self.names)
+        if expand is not None and function != "gradient_rows":
+            return None
+        grad = self._row_grad(expand if expand is not None else element)
         axis = _row_axis(grad.ys, var) if grad is not None and grad.clean else None
         if axis is None or self.writer is None:
             return None
-        ys = grad.ys.value
-        pure = all(pt.is_pure(n, self.names) for n in (ys, grad.xs))
-        if not pure or var in _names_in(ys) | _names_in(grad.xs) | _names_in(iterable):
+        ys, caches = grad.ys.value, [c for c in (cache, cached) if c is not None]
+        if not all(pt.is_pure(n, self.names) for n in (ys, grad.xs, *caches)):
+            return None
+        if var in set().union(*map(_names_in, (ys, grad.xs, iterable, *caches))):
             return None
         w = self.writer
-        args = [w.text(ys), w.text(grad.xs), w.text(iterable)]
+        args = [w.text(cache)] if cache is not None else []
+        args += [w.text(ys), w.text(grad.xs), w.text(iterable)]
         args += [f"axis={axis}"] if axis else []
-        args += [f"index={grad.index}"] if grad.index else []
-        text = w.call("migrate.gradient_rows", *args)
+        args += [f"index={grad.index}"] if grad.index != 0 else []
+        args += [f"cached={w.text(cached)}"] if cached is not None else []
+        text = w.call(f"migrate.{function}", *args)
         return f"{w.tf}.expand_dims({text}, axis=1)" if expand is not None else text
+
+    def _row_grad(self, node: ast.expr) -> pt.Grad | None:
+        """`tf.gradients(...)[k]`, or the call unpacked by `(g,) = ...` (index None)."""
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and (
+                node.slice.value is None):
+            parts = pt.grad_parts(node.value) if isinstance(node.value, ast.Call) and (
+                self.names.qualname(node.value) == "tf.gradients") else None
+            return pt.Grad(node.value, parts[0], parts[1], None, parts[2]) if parts else None
+        return pt.indexed_grad(node, self.names)
 
     def _jacobian_text(self, element: ast.expr, var: str, iterable: ast.expr, kind: str,
                        function: str = "stacked_jacobian") -> str | None:
@@ -397,6 +467,9 @@ class _Finder:
         over_indices = isinstance(args[1], ast.Call) and self.names.qualname(
             args[1]) == "tf.range"
         edits = self._map_fn_edits(node, fn, args[1], over_indices)
+        if not edits and not over_indices and self._wrt_element(fn, grads) and (
+                self.writer is not None and len(node.args) <= 2):
+            edits = (self._replace(node.func, f"{self.writer.cg}.migrate.gradient_map_fn"),)
         if over_indices:
             problem = "one gradient graph per element in a while_loop (slow)"
         elif self._wrt_element(fn, grads):
@@ -408,8 +481,14 @@ class _Finder:
         fallback = ("cg.batch_jacobian(f(xs), xs) when each element's result depends on that "
                     "element only" if not over_indices and self._wrt_element(fn, grads)
                     else "cg.stacked_jacobian(y, x) or cg.per_element_gradients(y, x)")
+        if edits and edits[0].text.endswith(".migrate.gradient_map_fn"):
+            fallback += (", or cg.migrate.gradient_map_fn in place of tf.map_fn (same "
+                         "arguments; it maps every element at once when it can)")
+            edits_text = ()
+        else:
+            edits_text = edits
         return [self._finding(node, "CG103", f"tf.map_fn with tf.gradients: {problem}; use "
-                              f"{self._suggest(edits, fallback)}", edits)]
+                              f"{self._suggest(edits_text, fallback)}", edits)]
 
     def _function(self, fn: ast.expr | None,
                   at: ast.AST | None = None) -> ast.Lambda | ast.FunctionDef | None:
@@ -525,10 +604,43 @@ class _Finder:
         self.handled |= {id(g) for g in rows}
         tapes = [g.func.value.id for g in rows if self._is_tape_call(g)]
         kind = f"{tapes[0]}.gradient" if tapes else "tf.gradients"
+        edits = self._while_edits(node)
+        how = (", or cg.migrate.row_while_loop in place of tf.while_loop (same arguments; it "
+               "computes every row at once when it can check at run time that they are what "
+               "the loop writes)" if edits else " (not rewritten: the loop is not `i < n` "
+               "with a body that returns (i + 1, acc.write(i, row)))")
         return [self._finding(node, "CG109", f"hand-built Jacobian: {kind} of one row per "
                               "tf.while_loop iteration, one after another; use "
-                              "cg.stacked_jacobian(y, x) (not rewritten: what the loop "
-                              "collects, and in which shape, is not provable from the code)")]
+                              f"cg.stacked_jacobian(y, x){how}", edits)]
+
+    def _while_edits(self, node: ast.Call) -> tuple[Edit, ...]:
+        """`tf.while_loop(lambda i, _: i < n, body, loop_vars)` with a body returning
+        `(i + 1, acc.write(i, ...))`: `cg.migrate.row_while_loop(...)`, same arguments, which
+        checks the rest at run time."""
+        args = pt.call_args(node, ("cond", "body", "loop_vars"))
+        extra = {k.arg for k in node.keywords} - {"cond", "body", "loop_vars"}
+        if self.writer is None or not args or None in args or len(node.args) > 3 or (
+                extra - {"parallel_iterations", "back_prop", "swap_memory", "name"}):
+            return ()
+        cond, body = self._function(args[0], node), self._function(args[1], node)
+        count = self._bound(cond, node) if cond is not None else None
+        if count is None or body is None or not _writes_rows(body):
+            return ()
+        return (self._replace(node.func, f"{self.writer.cg}.migrate.row_while_loop"),)
+
+    def _bound(self, cond: ast.Lambda | ast.FunctionDef, at: ast.AST) -> ast.expr | None:
+        """`n` of a condition `i < n` (`i` its first parameter, `n` pure and free of its
+        parameters, in the scope of the loop)."""
+        test = _single_expression(cond)
+        params = {a.arg for a in cond.args.args}
+        if not (isinstance(test, ast.Compare) and len(test.ops) == 1
+                and isinstance(test.ops[0], ast.Lt) and cond.args.args
+                and isinstance(test.left, ast.Name) and test.left.id == cond.args.args[0].arg
+                and self._same_scope(at, cond)):
+            return None
+        bound = test.comparators[0]
+        pure = pt.is_pure(bound, self.names) or pt.is_pure_count(bound, self.names)
+        return bound if pure and not _names_in(bound) & params else None
 
     def _map_helper(self, node: ast.Call) -> list[Finding]:
         """`helper(lambda e: tf.gradients(e, x)[0], elems)` where `helper` is a function of
@@ -542,10 +654,29 @@ class _Finder:
         if not rows:
             return []
         self.handled |= {id(g) for g in rows}
-        return [self._finding(node, "CG109", f"hand-built Jacobian: {node.func.id} maps a "
+        loops = self._while_loops(helper, set())
+        here = len(loops) == 1 and self._scope(loops[0]) is not None  # not another cell's
+        edits = self._while_edits(loops[0]) if here else ()
+        name = node.func.id
+        fix = (f"; the fix makes the tf.while_loop of your {name} a "
+               "cg.migrate.row_while_loop, which computes every row at once when the "
+               "mapped function allows it" if edits else
+               f" (not rewritten: {name} is your own function, and its tf.while_loop is "
+               "not `i < n` with a body that returns (i + 1, acc.write(i, row)))")
+        return [self._finding(node, "CG109", f"hand-built Jacobian: {name} maps a "
                               "tf.gradients row over the elements in a tf.while_loop, one "
-                              "after another; use cg.stacked_jacobian(y, x) (not rewritten: "
-                              f"{node.func.id} is your own function)")]
+                              f"after another; use cg.stacked_jacobian(y, x){fix}", edits)]
+
+    def _while_loops(self, fn: ast.FunctionDef, seen: set[int]) -> list[ast.Call]:
+        """The tf.while_loop calls `fn` makes, itself or through functions of this module."""
+        seen.add(id(fn))
+        calls = [n for n in ast.walk(fn) if isinstance(n, ast.Call)]
+        found = [n for n in calls if self.names.qualname(n) == "tf.while_loop"]
+        for call in calls:
+            called = self._function(call.func, call) if isinstance(call.func, ast.Name) else None
+            if isinstance(called, ast.FunctionDef) and id(called) not in seen:
+                found += self._while_loops(called, seen)
+        return found
 
     def _loops(self, fn: ast.FunctionDef) -> bool:
         """Whether `fn` runs a tf.while_loop, itself or through functions of this module
@@ -679,6 +810,43 @@ def _list_init(stmt: ast.stmt) -> str | None:
           and isinstance(stmt.targets[0], ast.Name) and isinstance(stmt.value, ast.List)
           and not stmt.value.elts)
     return stmt.targets[0].id if ok else None
+
+
+def _writes_rows(fn: ast.Lambda | ast.FunctionDef) -> bool:
+    """Whether `fn(i, acc)` returns `(i + 1, acc.write(i, ...))` (its only return)."""
+    if isinstance(fn, ast.Lambda):
+        value = fn.body
+    else:
+        returns = [n for n in ast.walk(fn) if isinstance(n, ast.Return)]
+        value = returns[0].value if len(returns) == 1 and fn.body[-1] is returns[0] else None
+    params = [a.arg for a in fn.args.args]
+    if len(params) != 2 or fn.args.vararg or not (
+            isinstance(value, ast.Tuple | ast.List) and len(value.elts) == 2):
+        return False
+    step, write = value.elts
+    index, acc = params
+    return (isinstance(step, ast.BinOp) and isinstance(step.op, ast.Add)
+            and isinstance(step.left, ast.Name) and step.left.id == index
+            and isinstance(step.right, ast.Constant) and step.right.value == 1
+            and isinstance(write, ast.Call) and isinstance(write.func, ast.Attribute)
+            and write.func.attr == "write" and isinstance(write.func.value, ast.Name)
+            and write.func.value.id == acc and len(write.args) == 2
+            and isinstance(write.args[0], ast.Name) and write.args[0].id == index)
+
+
+def _entry_of(node: ast.expr, var: str) -> ast.expr | None:
+    """`C` of `C[var]`."""
+    ok = isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Name) and (
+        node.slice.id == var)
+    return node.value if ok else None
+
+
+def _none_entry(test: ast.expr, var: str) -> ast.expr | None:
+    """`C` of the test `C[var] is None`."""
+    ok = (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Is)
+          and isinstance(test.comparators[0], ast.Constant)
+          and test.comparators[0].value is None)
+    return _entry_of(test.left, var) if ok else None
 
 
 def _append_arg(stmt: ast.stmt, listed: str) -> ast.expr | None:

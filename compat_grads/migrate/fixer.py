@@ -36,9 +36,9 @@ def fix(source: str, findings: list[Finding]) -> str:
 
 
 class _Rewrite(cst.CSTTransformer):
-    """Replaces expressions and deletes statements found by exact position; the comments of
-    a deleted statement move to the next statement kept. Adds `imports` (those not already
-    there) where they run before any rewritten code: see `_import_index`."""
+    """Replaces expressions and loops and deletes statements found by exact position; the
+    comments of a deleted statement move to the next statement kept. Adds `imports` (those
+    not already there) where they run before any rewritten code: see `_import_index`."""
 
     METADATA_DEPENDENCIES = (PositionProvider,)
 
@@ -101,11 +101,22 @@ class _Rewrite(cst.CSTTransformer):
                 self.pending.discard((start, start))
                 carried += [*node.leading_lines, *_comments(node, node.leading_lines)]
             else:
+                node = self._statement(original, node)
                 node = (node.with_changes(leading_lines=[*carried, *node.leading_lines])
                         if carried else node)
                 kept.append((index, node) if indexed else node)
                 carried = []
         return kept
+
+
+    def _statement(self, original, node):
+        """A compound statement (a loop) replaced whole by the statement an edit gives."""
+        key = self._range(original)
+        if not isinstance(original, cst.BaseCompoundStatement) or key not in self.replace:
+            return node
+        self.pending.discard(key)
+        return cst.parse_statement(self.replace[key] + "\n").with_changes(
+            leading_lines=node.leading_lines)
 
 
 def _comments(node: cst.CSTNode, skip) -> list[cst.EmptyLine]:

@@ -93,20 +93,17 @@ def fill_gradient_rows(rows, ys, xs, indices, axis=0, index=0):
         rows[i] = row
 
 
-def row_while_loop(cond, body, loop_vars, count, **kwargs):
-    """`tf.compat.v1.while_loop(cond, body, loop_vars, **kwargs)` for the loop that writes
-    one row per index into a `tf.TensorArray`: `cond` is `i < count` and `body` returns
-    `(i + 1, acc.write(i, <row i>))`.
+def row_while_loop(cond, body, loop_vars, **kwargs):
+    """`tf.compat.v1.while_loop(cond, body, loop_vars, **kwargs)`, vectorized for the loop
+    that writes one row per index into a `tf.TensorArray`: `cond` is `i < n` and `body`
+    returns `(i + 1, acc.write(i, <row i>))`.
 
-    In a graph or `tf.function`, when `loop_vars` is `[0, a TensorArray]` and the body,
-    run once on a symbolic index, does exactly that (and nothing random), the rows are
-    computed at once with `tf.vectorized_map` (which runs the body's own ops, gradients
-    included, for every index together) and scattered into the TensorArray. Otherwise, and
-    in eager mode, the while_loop itself runs.
-
-    Args:
-      cond, body, loop_vars, **kwargs: the while_loop's arguments.
-      count: the bound `cond` compares the index with.
+    In a graph or `tf.function`, when `loop_vars` is `[0, a TensorArray]`, `cond` run on a
+    symbolic index is `index < n`, and the body run once on it does exactly that (and makes
+    no random numbers or other state changes), the rows are computed at once with
+    `tf.vectorized_map` (which runs the body's own ops, gradients included, for every index
+    together) and scattered into the TensorArray. Otherwise, and in eager mode, the
+    while_loop itself runs.
 
     Returns:
       What the while_loop returns: the final index and the filled TensorArray, in the
@@ -114,7 +111,7 @@ def row_while_loop(cond, body, loop_vars, count, **kwargs):
     """
     from compat_grads._tf import tf
 
-    result = _vectorized_loop(tf, body, loop_vars, count, kwargs)
+    result = _vectorized_loop(tf, cond, body, loop_vars, kwargs)
     if result is not None:
         return result
     return tf.compat.v1.while_loop(cond, body, loop_vars, **kwargs)
@@ -266,7 +263,7 @@ class _Recorder:
         raise _NotTheForm
 
 
-def _vectorized_loop(tf, body, loop_vars, count, kwargs):
+def _vectorized_loop(tf, cond, body, loop_vars, kwargs):
     """The while_loop's result from `tf.vectorized_map`, or None."""
     from compat_grads.dispatch import execution_mode
 
@@ -278,18 +275,34 @@ def _vectorized_loop(tf, body, loop_vars, count, kwargs):
     if not isinstance(array, tf.TensorArray) or not _zero_index(tf, start):
         return None
     dtype = start.dtype if tf.is_tensor(start) else tf.int32
-    if not _integer_count(tf, count):
+    count = _bound(tf, cond, tf.zeros([], dtype), array)
+    if count is None:
         return None
-    count = tf.cast(count, dtype)
+    indices = tf.range(tf.maximum(count, 0))
+    # Not converted by AutoGraph: tf.while_loop does not convert its body either.
+    row = tf.autograph.experimental.do_not_convert(
+        lambda i: _row(tf, body, tf.cast(i, dtype), array.dtype))
     try:
-        rows = tf.vectorized_map(lambda i: _row(tf, body, tf.cast(i, dtype), array.dtype),
-                                 tf.range(tf.maximum(count, 0)))
+        rows = tf.vectorized_map(row, indices)
     except Exception:  # noqa: BLE001 - anything the body does not survive: the loop runs
         return None
     if kwargs.get("back_prop") is False:
         rows = tf.stop_gradient(rows)
-    filled = array.scatter(tf.range(tf.maximum(count, 0)), rows)
-    return type(loop_vars)([tf.maximum(count, 0), filled])
+    return type(loop_vars)([tf.maximum(count, 0), array.scatter(indices, rows)])
+
+
+def _bound(tf, cond, index, array):
+    """`n` when `cond(index, array)` is the op `index < n` for an integer scalar `n`."""
+    try:
+        with _deterministic(tf):
+            test = cond(index, array)
+    except Exception:  # noqa: BLE001 - the loop runs and raises what it raises
+        return None
+    op = getattr(test, "op", None)
+    if op is None or op.type != "Less" or op.inputs[0] is not index:
+        return None
+    bound = op.inputs[1]
+    return bound if bound.dtype == index.dtype and bound.shape.rank == 0 else None
 
 
 def _zero_index(tf, start) -> bool:
@@ -297,14 +310,6 @@ def _zero_index(tf, start) -> bool:
         return start == 0
     return tf.is_tensor(start) and start.dtype.is_integer and start.shape.rank == 0 and (
         tf.get_static_value(start) == 0)
-
-
-def _integer_count(tf, count) -> bool:
-    if isinstance(count, bool):
-        return False
-    if isinstance(count, int):
-        return True
-    return tf.is_tensor(count) and count.dtype.is_integer and count.shape.rank == 0
 
 
 def _row(tf, body, index, dtype):
@@ -332,8 +337,9 @@ def _plus_one(tf, value, index) -> bool:
 
 
 class _deterministic:
-    """Raises `_NotTheForm` when the code run inside makes random ops: vectorized, they
-    would draw other numbers than the loop draws."""
+    """Raises `_NotTheForm` when the code run inside makes stateful ops other than variable
+    reads (random numbers, assignments, prints, Python functions): vectorized, they would
+    draw other numbers, or change state in another order, than the loop does."""
 
     def __init__(self, tf):
         self.graph = tf.compat.v1.get_default_graph()
@@ -342,17 +348,13 @@ class _deterministic:
         self.before = len(self.graph.get_operations())
 
     def __exit__(self, kind, value, trace):
-        if kind is None and any(_random(op) for op in
-                                self.graph.get_operations()[self.before:]):
+        if kind is None and any(op.op_def.is_stateful and op.type not in _READS
+                                for op in self.graph.get_operations()[self.before:]):
             raise _NotTheForm
         return False
 
 
-def _random(op) -> bool:
-    kind = op.type
-    return not kind.startswith("Stateless") and (
-        "Random" in kind or kind in ("TruncatedNormal", "Multinomial",
-                                     "ParameterizedTruncatedNormal"))
+_READS = frozenset({"ReadVariableOp", "VarHandleOp", "VariableV2", "Variable"})
 
 
 def _vectorized_map(tf, fn, elems, kwargs):
@@ -371,8 +373,8 @@ def _vectorized_map(tf, fn, elems, kwargs):
             raise _NotTheForm
         return out
 
-    try:
-        out = tf.vectorized_map(element, elems)
+    try:  # not converted by AutoGraph, as map_fn does not convert fn
+        out = tf.vectorized_map(tf.autograph.experimental.do_not_convert(element), elems)
     except Exception:  # noqa: BLE001 - anything fn does not survive: map_fn runs
         return None
     return tf.stop_gradient(out) if kwargs.get("back_prop") is False else out

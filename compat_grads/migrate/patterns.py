@@ -29,7 +29,7 @@ class Grad:
     call: ast.Call
     ys: ast.expr
     xs: ast.expr
-    index: int
+    index: int | None
     clean: bool
 
 

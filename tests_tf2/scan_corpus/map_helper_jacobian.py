@@ -1,5 +1,6 @@
 """A Jacobian through a small map helper of one's own, built on tf.while_loop (the form an
-often-copied answer to "gradient with respect to a matrix" uses): reported, not rewritten."""
+often-copied answer to "gradient with respect to a matrix" uses): the helper's loop gets
+cg.migrate.row_while_loop in place of tf.while_loop (the same edit for both callers)."""
 import tensorflow.compat.v1 as tf
 
 

@@ -15,7 +15,6 @@ for i in range(3):
     rows.append(tf.gradients(y[i], x)[0])  # expect: CG101
 J = tf.stack(rows)
 
-as_list = [tf.gradients(y[i], x)[0] for i in range(3)]  # expect: CG101
 by_columns = tf.stack([tf.gradients(y[i], x)[0] for i in range(3)], axis=1)  # expect: CG102
 weighted = tf.stack(  # expect: CG102
     [tf.gradients(y[i], x, grad_ys=2.0)[0] for i in range(3)]

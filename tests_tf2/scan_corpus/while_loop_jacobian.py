@@ -1,5 +1,7 @@
 """Jacobians built row by row in a tf.while_loop (the forms Levenberg-Marquardt trainers,
-Hessian-based optimisers and their copies use): reported, not rewritten."""
+Hessian-based optimisers and their copies use): the TensorArray loops get
+cg.migrate.row_while_loop in place of tf.while_loop; the concatenating loop is reported
+only."""
 import tensorflow.compat.v1 as tf
 
 
