@@ -1,6 +1,8 @@
 """A Jacobian through a small map helper of one's own, built on tf.while_loop (the form an
 often-copied answer to "gradient with respect to a matrix" uses): the helper's loop gets
 cg.migrate.row_while_loop in place of tf.while_loop (the same edit for both callers)."""
+# exec: same
+import numpy as np
 import tensorflow.compat.v1 as tf
 
 
@@ -31,3 +33,10 @@ def jacobian_with_the_builtin_name(fx, x):
 def squares(values):
     """The helper without gradients: nothing to report."""
     return loop_map(lambda v: v * v, values)
+
+
+inputs = tf.constant(np.linspace(-1.0, 1.0, 6).reshape(3, 2), dtype=tf.float32)
+outputs = tf.sin(tf.matmul(inputs, tf.constant([[0.5, -1.0], [2.0, 0.3]])))
+with tf.Session() as sess:
+    result = sess.run([jacobian(outputs, inputs), jacobian_with_the_builtin_name(outputs, inputs),
+                       squares(tf.reshape(inputs, [-1]))])

@@ -1,5 +1,6 @@
 """Newer syntax must parse: match, the walrus, f-strings with nested quotes and format specs;
 a finding inside a case block is still found."""
+# exec: same
 import tensorflow.compat.v1 as tf
 
 x = tf.placeholder(tf.float32, [3])
@@ -19,3 +20,6 @@ def build(kind: str):
 
 if (result := build("rows")) is not None:
     print(f"{'rows'!r:>{width}} {result.shape} {f'{len(y.shape)}'}")
+
+with tf.Session() as sess:
+    result = sess.run([build("rows"), build("second")], {x: [0.5, -1.0, 2.0]})

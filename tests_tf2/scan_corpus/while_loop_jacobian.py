@@ -2,6 +2,8 @@
 Hessian-based optimisers and their copies use): the TensorArray loops get
 cg.migrate.row_while_loop in place of tf.while_loop; the concatenating loop is reported
 only."""
+# exec: same
+import numpy as np
 import tensorflow.compat.v1 as tf
 
 
@@ -83,3 +85,19 @@ def no_gradients(values, n):
 
 # The loop this module replaced, kept as a comment, is not code:
 # _, r = tf.while_loop(c, lambda i, a: (i + 1, a.write(i, tf.gradients(y[i], x)[0])), s)
+
+
+inputs = tf.constant(np.linspace(-1.0, 1.0, 6).reshape(3, 2), dtype=tf.float32)
+kernel = tf.constant([[0.5, -1.0, 0.2], [2.0, 0.3, -0.7]])
+outputs = tf.tanh(tf.matmul(inputs, kernel))
+errors = tf.reduce_sum(outputs, axis=1)
+with tf.Session() as sess:
+    result = sess.run([
+        rows_in_tensor_array(outputs, inputs, 3),
+        flat_rows_for_a_trainer(errors, [kernel, inputs]),
+        hessian_rows(tf.reduce_sum(errors ** 2), [kernel]),
+        concatenated_columns(outputs, inputs, 9)[1],
+        tape_rows_in_a_loop(lambda v: tf.tanh(tf.matmul(v, kernel)), inputs, 3)[1].stack(),
+        gradient_descent_loop(lambda v: tf.reduce_sum(v ** 2), inputs, 3)[1],
+        no_gradients(errors, 3)[1],
+    ])
