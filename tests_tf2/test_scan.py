@@ -9,6 +9,7 @@ import pathlib
 import re
 import shutil
 
+import numpy as np
 import pytest
 
 from compat_grads import cli, migrate
@@ -379,6 +380,33 @@ def test_a_map_helper_of_another_notebook_cell_is_not_rewritten(tmp_path, capsys
     (finding,) = report["findings"]
     assert finding["code"] == "CG109" and not finding["fixable"]
     assert "(not rewritten: loop_map is your own function" in finding["message"]
+
+
+def test_rows_sliced_after_recording_are_reported_as_none_and_they_are():
+    """The message is true: those loops get None rows (the tape never saw the slices); the
+    loop that slices inside the `with` block gets the Jacobian's rows."""
+    import runpy
+
+    import tensorflow as tf
+
+    path = CORPUS / "tape_gradient_loop.py"
+    messages = {f.line: f.message for f in migrate.scan_text(path.read_text("utf-8"))}
+    after = [line for line, m in messages.items() if "stopped recording" in m]
+    assert len(after) == 2 and all("the result is None" in messages[line] for line in after)
+    module = runpy.run_path(str(path))
+    x_value = np.array([[0.5, -1.0], [2.0, 0.3]], np.float32)
+    w_value = np.array([[1.0, 2.0], [-0.5, 0.7]], np.float32)
+    x = tf.constant(x_value)
+    model = lambda v: tf.tanh(tf.matmul(v, tf.constant(w_value)))  # noqa: E731
+    with pytest.raises(AttributeError, match="NoneType"):
+        module["class_gradients"](model, x, 2)  # None.numpy()
+    with pytest.raises(ValueError, match="None"):
+        module["rows_by_comprehension"](tf.sin, x, 2)  # tf.stack of None rows
+    rows = module["class_gradients_recomputed"](model, x, 2)  # [batch, class, feature]
+    slope = 1.0 - np.tanh(x_value @ w_value) ** 2  # d sum_b y[b, k] / dx[b, j]
+    want = slope[:, :, None] * w_value.T[None, :, :]
+    assert rows.shape == (2, 2, 2)
+    np.testing.assert_allclose(rows, want, rtol=1e-5, atol=1e-6)
 
 
 def test_column_loops_get_the_row_sum_advice():

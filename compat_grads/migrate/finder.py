@@ -744,11 +744,33 @@ class _Finder:
             return []
         what = "for loop" if isinstance(loop, ast.For) else "comprehension"
         tape = node.func.value.id
+        if self._after_recording(loop, tape):
+            return [self._finding(node, "CG110", f"{tape}.gradient of one row per iteration "
+                                  f"of a {what}, each row sliced after {tape} stopped "
+                                  f"recording (outside its `with` block): {tape} never saw "
+                                  "the slice, so the result is None; use "
+                                  f"{tape}.jacobian(y, x), or slice inside the `with` block "
+                                  "(not rewritten: the code does not compute what it means "
+                                  "to)")]
         return [self._finding(node, "CG110", f"hand-built Jacobian: {tape}.gradient of one "
                               f"row per iteration of a {what} (one backward pass each); use "
                               f"{tape}.jacobian(y, x) or cg.stacked_jacobian(y, x, "
                               f"tape={tape}) (not rewritten: the rows are collected by your "
                               "own code)")]
+
+    def _after_recording(self, loop: ast.AST, tape: str) -> bool:
+        """Whether `loop` runs after the `with` block that made `tape` (in the same scope),
+        outside any `with tape:` that records again."""
+        if isinstance(loop, ast.comprehension):
+            loop = self.parents.get(id(loop))
+        scope = self._scope(loop)
+        blocks = [n for n in ast.walk(scope) if isinstance(n, ast.With | ast.AsyncWith)
+                  and any(_names_tape(item, tape) for item in n.items)] if scope else []
+        made = [b for b in blocks if any(isinstance(i.optional_vars, ast.Name)
+                                         and i.optional_vars.id == tape for i in b.items)]
+        if len(made) != 1 or made[0].end_lineno >= loop.lineno:
+            return False
+        return not any(id(loop) in {id(n) for n in ast.walk(b)} for b in blocks)
 
     def _row_loop_of(self, call: ast.Call) -> ast.For | None:
         """The for loop around `call` whose index selects the target through names the loop
@@ -810,6 +832,12 @@ def _list_init(stmt: ast.stmt) -> str | None:
           and isinstance(stmt.targets[0], ast.Name) and isinstance(stmt.value, ast.List)
           and not stmt.value.elts)
     return stmt.targets[0].id if ok else None
+
+
+def _names_tape(item: ast.withitem, tape: str) -> bool:
+    """`with ... as tape` or `with tape:`."""
+    bound = isinstance(item.optional_vars, ast.Name) and item.optional_vars.id == tape
+    return bound or (isinstance(item.context_expr, ast.Name) and item.context_expr.id == tape)
 
 
 def _writes_rows(fn: ast.Lambda | ast.FunctionDef) -> bool:
