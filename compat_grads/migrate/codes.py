@@ -39,11 +39,12 @@ CODES = {c.code: c for c in (
          "import of TensorFlow's private parallel_for.gradients or gradients_impl"),
     Code("CG108", "keras-backend-gradients", False,
          "K.gradients / tf.keras.backend.gradients: graph only, gone in Keras 3"),
-    Code("CG109", "while-loop-jacobian", False,
+    Code("CG109", "while-loop-jacobian", True,
          "tf.gradients / tape.gradient of one row per tf.while_loop iteration (inline, or "
          "through your own while_loop map helper): a hand-built Jacobian"),
     Code("CG110", "tape-gradient-loop", False,
-         "tape.gradient(y[i], x) in a for loop or comprehension: one backward pass per row"),
+         "tape.gradient(y[i], x) in a for loop or comprehension: one backward pass per row "
+         "(None for rows sliced after the tape stopped recording)"),
 )}
 
 
