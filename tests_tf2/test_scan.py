@@ -409,6 +409,18 @@ def test_rows_sliced_after_recording_are_reported_as_none_and_they_are():
     np.testing.assert_allclose(rows, want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("call, advice", [
+    ("control_flow_ops.pfor", "use tf.vectorized_map, or cg.stacked_jacobian"),
+    ("control_flow_ops.for_loop", "use tf.map_fn or tf.while_loop"),
+    ("gradients_impl._hessian_vector_product", "use cg.hvp(f, x, v)"),
+    ("pfor_gradients.jacobian", "use cg.stacked_jacobian(y, x)"),
+])
+def test_private_calls_name_their_public_replacement(call, advice):
+    found = [f for f in migrate.scan_text((CORPUS / "report_only.py").read_text("utf-8"))
+             if f.code == "CG107" and f"({call})" in f.message]
+    assert found and all(advice in f.message for f in found)
+
+
 def test_column_loops_get_the_row_sum_advice():
     text = ("import tensorflow.compat.v1 as tf\n"
             "def cols(model, x, k):\n"

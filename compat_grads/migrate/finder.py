@@ -19,7 +19,11 @@ _PRIVATE_REPLACEMENTS = {"jacobian": "cg.stacked_jacobian(y, x)",
                          "batch_jacobian": "cg.batch_jacobian(y, x)",
                          "hessians": "[cg.hessian(tf.reduce_sum(y), x)]",
                          "gradients": "tf.GradientTape, or cg.stacked_jacobian / "
-                                      "cg.per_element_gradients"}
+                                      "cg.per_element_gradients",
+                         "pfor": "tf.vectorized_map, or cg.stacked_jacobian / "
+                                 "cg.batch_jacobian for Jacobians",
+                         "for_loop": "tf.map_fn or tf.while_loop",
+                         "_hessian_vector_product": "cg.hvp(f, x, v)"}
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Module)
 # The line ends of the Python tokenizer (str.splitlines also splits on \f, \v, \x1c-\x1e,
 # \x85, \u2028 and \u2029, which would shift every line and column after them).

@@ -4,6 +4,7 @@ import tensorflow.python.ops.parallel_for.gradients as pg  # expect: CG107
 from tensorflow.keras import backend as K
 from tensorflow.python.ops import gradients_impl  # expect: CG107
 from tensorflow.python.ops.parallel_for import gradients as pfor_gradients  # expect: CG107
+from tensorflow.python.ops.parallel_for import control_flow_ops  # expect: CG107
 
 x = tf.placeholder(tf.float32, [3])
 y = tf.stack([x[0] * x[1], x[1] ** 2, tf.sin(x[2])])
@@ -58,3 +59,7 @@ kb_grads = KB.gradients(loss, x)  # expect: CG108
 J_private = pfor_gradients.jacobian(y, x)  # expect: CG107
 H_private = gradients_impl.hessians(loss, x)  # expect: CG107
 J_pg = pg.jacobian(y, x)  # expect: CG107
+rows_pfor = control_flow_ops.pfor(lambda i: tf.gradients(y[i], x)[0], 3)  # expect: CG107
+rows_for = control_flow_ops.for_loop(  # expect: CG107
+    lambda i: tf.gradients(y[i], x)[0], tf.float32, 3)
+hv = gradients_impl._hessian_vector_product(loss, [x], [tf.ones_like(x)])  # expect: CG107
