@@ -3,8 +3,8 @@ import tensorflow.compat.v1 as tf
 import tensorflow.python.ops.parallel_for.gradients as pg  # expect: CG107
 from tensorflow.keras import backend as K
 from tensorflow.python.ops import gradients_impl  # expect: CG107
-from tensorflow.python.ops.parallel_for import gradients as pfor_gradients  # expect: CG107
 from tensorflow.python.ops.parallel_for import control_flow_ops  # expect: CG107
+from tensorflow.python.ops.parallel_for import gradients as pfor_gradients  # expect: CG107
 
 x = tf.placeholder(tf.float32, [3])
 y = tf.stack([x[0] * x[1], x[1] ** 2, tf.sin(x[2])])
