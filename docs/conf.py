@@ -16,7 +16,7 @@ extensions = [
     "sphinx.ext.napoleon",
     "sphinx.ext.intersphinx",
     "sphinx_copybutton",
-    "tf_public_names",
+    "api_links",
 ]
 # Single backticks in our Google-style docstrings are code: a Python reference, linked when
 # it names something (ours, TensorFlow's, NumPy's), monospace text when it does not.

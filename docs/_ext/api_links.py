@@ -1,17 +1,24 @@
-"""A Sphinx extension: TensorFlow's classes in signatures show, and link, by public name.
+"""A Sphinx extension: TensorFlow's and NumPy's names link to their API pages.
 
-Autodoc names a type where it is defined (`tensorflow.python.eager.backprop.GradientTape`);
-users and TensorFlow's API docs know it as `tf.GradientTape`. Before references are
-resolved, this rewrites every Python reference to a `tensorflow.*` object to the name
-TensorFlow's API docs file it under, so intersphinx links it to tensorflow.org and the page
-shows `tf.GradientTape`. A name TensorFlow does not export is left as it is.
+- Autodoc names a type where it is defined (`tensorflow.python.eager.backprop.GradientTape`);
+  users and TensorFlow's API docs know it as `tf.GradientTape`. Every Python reference to a
+  `tensorflow.*` object is rewritten to the name TensorFlow's API docs file it under, so
+  intersphinx links it to tensorflow.org and the page shows `tf.GradientTape`. A name
+  TensorFlow does not export is left as it is.
+- Inline code that is just such a name (``tf.function``, ``np.ndarray`` in the guides)
+  becomes a reference too: a link where the inventories know the name, code as before where
+  they do not.
 """
 
 from __future__ import annotations
 
 import importlib
+import re
 
+from docutils import nodes
 from sphinx import addnodes
+
+_API_NAME = re.compile(r"(tf|np|numpy)(\.\w+)+")
 
 
 def public_name(target: str) -> str | None:
@@ -54,6 +61,17 @@ def _rewrite(app, doctree) -> None:
             text.parent.replace(text, ref)
 
 
+def _link_literals(app, doctree) -> None:
+    for literal in list(doctree.findall(nodes.literal)):
+        if (_API_NAME.fullmatch(literal.astext())
+                and not isinstance(literal.parent, (nodes.reference, addnodes.pending_xref))):
+            ref = addnodes.pending_xref("", literal.deepcopy(), refdomain="py", reftype="obj",
+                                        reftarget=literal.astext(), refexplicit=True,
+                                        refdoc=app.env.docname)
+            literal.parent.replace(literal, ref)
+
+
 def setup(app):
     app.connect("doctree-read", _rewrite)
+    app.connect("doctree-read", _link_literals)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
