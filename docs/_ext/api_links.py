@@ -50,7 +50,8 @@ def _rewrite(app, doctree) -> None:
             if public is not None:
                 ref["reftarget"] = public
                 if not ref.get("refexplicit"):
-                    ref.children = [ref.children[0].__class__(public, public)]
+                    shown = ref.children[0]
+                    shown.replace_self(shown.__class__(public, public))
     # Sphinx leaves a type after a Literal[...] in a union as text: make it a reference too
     for text in list(doctree.findall(addnodes.literal_emphasis)):
         public = _is_tensorflow(text.astext()) and public_name(text.astext())
