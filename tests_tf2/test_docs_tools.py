@@ -1,0 +1,110 @@
+"""The docs' own tools: the committed inventories that link TensorFlow's and NumPy's API
+pages without network, the extension that shows TensorFlow's types by public name, and the
+Performance page's tables."""
+
+import importlib.util
+import pathlib
+import runpy
+import sys
+import zlib
+
+from compat_grads._tf import tf
+
+DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs"
+
+
+def _load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = sys.modules[name] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+api_links = _load("api_links", DOCS / "_ext" / "api_links.py")
+make_performance = _load("make_performance", DOCS / "make_performance.py")
+
+
+def _inventory(path):
+    """{name: (role, uri)} of an objects.inv (version 2)."""
+    data = path.read_bytes()
+    header = data.split(b"\n", 4)
+    assert header[0] == b"# Sphinx inventory version 2"
+    entries = {}
+    for line in zlib.decompress(header[4]).decode().splitlines():
+        name, role, _priority, uri, _display = line.split(" ", 4)
+        entries[name] = (role, uri)
+    return entries
+
+
+def _urls(project):
+    """{name: full URL} of a project's inventory, as conf.py tells intersphinx to read it."""
+    conf = runpy.run_path(str(DOCS / "conf.py"))
+    base, inventory = conf["intersphinx_mapping"][project]
+    assert "://" not in inventory  # a local file: the build needs no network
+    return {name: base + uri for name, (_, uri) in _inventory(DOCS / inventory).items()}
+
+
+def test_tensorflow_names_lead_to_tensorflow_org():
+    urls = _urls("tensorflow")
+    api = "https://www.tensorflow.org/api_docs/python/"
+    assert urls["tf.GradientTape"] == api + "tf/GradientTape"
+    assert urls["tf.math.reduce_sum"] == api + "tf/math/reduce_sum"
+    assert urls["tf.reduce_sum"] == api + "tf/math/reduce_sum"  # the page is the canonical name's
+    assert urls["tf.UnconnectedGradients"] == api + "tf/UnconnectedGradients"
+    assert urls["tf.function"] == api + "tf/function"
+    assert urls["tf.compat.v1.gradients"] == api + "tf/compat/v1/gradients"
+    assert not any(name.startswith(("tf.compat.v2.", "tf.compat.v1.compat.", "tf.raw_ops."))
+                   for name in urls)
+
+
+def test_numpy_names_lead_to_numpy_org():
+    urls = _urls("numpy")
+    page = "https://numpy.org/doc/stable/reference/generated/numpy.ndarray.html"
+    assert urls["numpy.ndarray"] == urls["np.ndarray"] == page
+    assert urls["numpy.linalg.norm"].endswith("/reference/generated/numpy.linalg.norm.html")
+
+
+def test_conf_uses_the_theme_and_code_for_single_backticks():
+    conf = runpy.run_path(str(DOCS / "conf.py"))
+    assert conf["html_theme"] == "furo"
+    assert conf["default_role"] == "py:obj"
+    assert {"sphinx_copybutton", "sphinx.ext.intersphinx", "api_links"} <= set(
+        conf["extensions"])
+
+
+def test_tensorflow_types_get_their_public_names():
+    tape = f"{tf.GradientTape.__module__}.{tf.GradientTape.__qualname__}"
+    assert tape.startswith("tensorflow.python.")
+    assert api_links.public_name(tape) == "tf.GradientTape"
+    enum = tf.UnconnectedGradients
+    assert api_links.public_name(f"~{enum.__module__}.{enum.__qualname__}") == (
+        "tf.UnconnectedGradients")
+    assert api_links.public_name("numpy.ndarray") is None
+    assert api_links.public_name("tensorflow.python.no_such_module.X") is None
+
+
+def test_performance_page_tables():
+    from compat_grads.bench import suite
+
+    measures = [  # two eager recipes of ours: the first is the reference, as in the bench
+        {"workload": "tall 4x2", "recipe": "compat_grads stacked_jacobian, eager", "ms": 2.0,
+         "ours": True},
+        {"workload": "tall 4x2", "recipe": "compat_grads stacked_jacobian, eager, jit",
+         "ms": 1.0, "ours": True},
+        {"workload": "tall 4x2", "recipe": "tape.jacobian, eager", "ms": 50.0, "ours": False}]
+    report = {"measures": measures, "quick": True, "targets": [], "memory": [],
+              "tf1_graph": [{"m": 20, "recipe": "map_fn over indices + tf.gradients",
+                             "build_s": 0.1, "ops": 97, "run_ms": 0.5}]}
+    expected = suite._ratios(measures)["tall 4x2"]
+    assert {recipe: ratio for (_, recipe), ratio in
+            make_performance._ratios(measures).items()} == expected
+    meta = {"date": "2026-01-02", "minutes": 3.5, "machine": "CPU, 2 cores, Linux",
+            "load": 1.0, "python": "3.11.7", "tensorflow": "2.21.0", "jax": None,
+            "numpy": "2.4.6", "command": "python docs/make_performance.py --quick",
+            "bench": "compat-grads bench --out <temporary folder> --quick"}
+    page = make_performance.page(report, meta)
+    assert "   * - tape.jacobian, eager\n     - 50.00\n     - 25.00\n" in page
+    assert "   * - 20\n     - map\\_fn over indices + tf.gradients\n" in page  # escaped
+    assert "Date: 2026-01-02" in page and "TensorFlow 2.21.0, no JAX" in page
+    assert "$ python docs/make_performance.py --quick" in page
+    assert ".. image:: _static/bench/tf1_graph.png" in page
