@@ -3,7 +3,8 @@
 Rows (reverse mode) are VJPs with one-hot cotangents; columns (forward mode) are JVPs with
 one-hot tangents. Either is stacked over an index by `_stacking.stack` (pfor, or a
 `while_loop` over indices for "loop": the graph does not grow with the number of rows).
-`how` (`_structure.How`) carries the strategy, the unconnected mode and the chunk size.
+`how` (`_options.How`) carries the strategy, the unconnected mode, the chunk size and the
+memory limit.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ import logging
 import re
 
 from compat_grads import _structure as st
+from compat_grads._options import How
 from compat_grads import dispatch
 from compat_grads._errors import DerivativeError, VectorizationWarning, message, warn
 from compat_grads._tf import tf
@@ -17,7 +18,7 @@ _VECTORIZATION_ERRORS = (ValueError, TypeError, NotImplementedError, LookupError
                          tf.errors.InvalidArgumentError, tf.errors.UnimplementedError)
 
 
-def stack(backend, fn, count, like, how: st.How, reusable: bool = True):
+def stack(backend, fn, count, like, how: How, reusable: bool = True):
     """`[fn(i) for i in range(count)]` stacked on a new first axis, one stack per output.
 
     `fn` returns a flat list whose entries may be None (not connected); `like[k]` gives the

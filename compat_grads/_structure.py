@@ -16,7 +16,6 @@ from compat_grads._models import unwrap_variable
 from compat_grads._tf import tf
 
 FLOAT_DTYPES = (tf.float16, tf.bfloat16, tf.float32, tf.float64)
-STRATEGIES = ("auto", "reverse", "forward", "loop")
 _FLOAT_NAMES = "float16, bfloat16, float32 or float64"
 
 
@@ -111,10 +110,7 @@ def check_target(function, target, returned=False):
 
 
 def check_tape(function, tape):
-    if not isinstance(tape, tf.GradientTape):
-        raise TypeError(message(
-            function, f"tape must be a tf.GradientTape, but got {describe(tape)}",
-            "Pass the GradientTape that recorded the target, or pass a callable target."))
+    """The tape's type was checked with the options (`_options`); here: its record."""
     # A non-persistent tape drops its record (`_tape`) once it has computed gradients;
     # TensorFlow only notices deep inside the computation, so check here.
     if getattr(tape, "_tape", True) is None and not getattr(tape, "_persistent", True):
@@ -164,52 +160,6 @@ def leaf_paths(structure, prefix="sources") -> list:
         return [p for i, item in enumerate(structure)
                 for p in leaf_paths(item, f"{prefix}[{i}]")]
     return [prefix]
-
-
-@dataclasses.dataclass(frozen=True)
-class How:
-    """How to compute: strategy, what unconnected sources give, and the chunk size."""
-
-    strategy: str
-    unconnected: str
-    chunk_size: int | None = None
-
-    @property
-    def vectorize(self) -> bool:
-        return self.strategy != "loop"
-
-    def using(self, strategy) -> How:
-        return dataclasses.replace(self, strategy=strategy)
-
-
-def check_options(function, strategy, unconnected, chunk_size) -> How:
-    """The validated options of a public call."""
-    if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(
-            chunk_size, (int, np.integer)) or chunk_size < 1):
-        raise ValueError(message(
-            function, f"chunk_size must be a positive integer or None, but got "
-            f"{chunk_size!r}", "Pass how many rows (or columns) may be in flight at once."))
-    return How(check_strategy(function, strategy), check_unconnected(function, unconnected),
-               None if chunk_size is None else int(chunk_size))
-
-
-def check_strategy(function, strategy):
-    if strategy not in STRATEGIES:
-        raise ValueError(message(
-            function, f"strategy must be one of {', '.join(map(repr, STRATEGIES))}, but got "
-            f"{strategy!r}", "Use 'auto' unless you need a specific direction."))
-    return strategy
-
-
-def check_unconnected(function, unconnected) -> str:
-    value = getattr(unconnected, "value", unconnected)
-    if value not in ("none", "zero"):
-        raise ValueError(message(
-            function, f"unconnected_gradients must be 'none', 'zero' or a "
-            f"tf.UnconnectedGradients, but got {unconnected!r}",
-            "Use 'none' to get None for sources the target does not depend on, 'zero' for "
-            "zeros."))
-    return value
 
 
 def eager_tensor_error(function) -> ModeError:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from compat_grads import _jacobians, _models, dispatch
+from compat_grads import _jacobians, _models, _options, dispatch
 from compat_grads import _structure as st
 from compat_grads._errors import describe, message
+from compat_grads._options import MAX_BYTES
 from compat_grads._tf import tf
 from compat_grads._types import Nest, Strategy, Target, TensorLike, Unconnected
 
@@ -16,8 +17,8 @@ _library_code = tf.autograph.experimental.do_not_convert
 @_library_code
 def stacked_jacobian(target: Target, sources: Nest, *, tape: tf.GradientTape | None = None,
                      strategy: Strategy = "auto", unconnected_gradients: Unconnected = "none",
-                     chunk_size: int | None = None, compile: bool = True,
-                     jit_compile: bool = False) -> Nest:
+                     chunk_size: int | None = None, max_bytes: int | None = MAX_BYTES,
+                     compile: bool = True, jit_compile: bool = False) -> Nest:
     """The full Jacobian of `target` with respect to each source.
 
     Shape: `J[k].shape == y.shape + x_k.shape`, `J[k][i..., j...] = d y[i...] / d x_k[j...]`.
@@ -59,16 +60,17 @@ def stacked_jacobian(target: Target, sources: Nest, *, tape: tf.GradientTape | N
       graphs, and an extra axis if you `expand_dims`). After:
       `cg.stacked_jacobian(y, x)`, one graph of constant size, shape `y.shape + x.shape`.
     """
-    options = {"tape": tape, "strategy": strategy, "chunk_size": chunk_size,
-               "unconnected_gradients": unconnected_gradients}
+    name = "stacked_jacobian"
+    options = _options.check(name, {
+        "tape": tape, "strategy": strategy, "chunk_size": chunk_size,
+        "unconnected_gradients": unconnected_gradients, "max_bytes": max_bytes},
+        compile=compile, jit_compile=jit_compile)
     if run := dispatch.compiled(stacked_jacobian, target, (sources,), options, compile,
                                 jit_compile):
         return run()
-    name = "stacked_jacobian"
     problem = st.make_problem(name, target, sources, tape)
-    how = st.check_options(name, strategy, unconnected_gradients, chunk_size)
     backend = dispatch.backend_for(problem)
-    (blocks,) = _jacobians.jacobian_blocks(backend, problem.flat, how)
+    (blocks,) = _jacobians.jacobian_blocks(backend, problem.flat, _options.how(options))
     return problem.pack(blocks)
 
 
@@ -109,23 +111,24 @@ def per_element_gradients(target: Target, sources: Nest, *,
       Before: `tf.map_fn(lambda yi: tf.gradients(yi, x)[0], y)` (fails at run time) or a
       Python loop of `tf.gradients(y[i], x)`. After: `cg.per_element_gradients(y, x)`.
     """
-    options = {"tape": tape, "unconnected_gradients": unconnected_gradients}
+    name = "per_element_gradients"
+    options = _options.check(name, {"tape": tape,
+                                    "unconnected_gradients": unconnected_gradients},
+                             compile=compile, jit_compile=jit_compile)
     if run := dispatch.compiled(per_element_gradients, target, (sources,), options, compile,
                                 jit_compile):
         return run()
-    name = "per_element_gradients"
     problem = st.make_problem(name, target, sources, tape)
-    how = st.check_options(name, "auto", unconnected_gradients, None)
     backend = dispatch.backend_for(problem)
-    return problem.pack(_jacobians.per_element(backend, problem.flat, how))
+    return problem.pack(_jacobians.per_element(backend, problem.flat, _options.how(options)))
 
 
 @_library_code
 def batch_jacobian(target: Target, source: TensorLike, *,
                    tape: tf.GradientTape | None = None, strategy: Strategy = "auto",
                    unconnected_gradients: Unconnected = "none", independent: bool = True,
-                   chunk_size: int | None = None, compile: bool = True,
-                   jit_compile: bool = False) -> tf.Tensor | None:
+                   chunk_size: int | None = None, max_bytes: int | None = MAX_BYTES,
+                   compile: bool = True, jit_compile: bool = False) -> tf.Tensor | None:
     """Per-sample Jacobians of a batched target with respect to a batched source.
 
     Shape: `[b] + y.shape[1:] + x.shape[1:]`, `B[s, i..., j...] = d y[s, i...] / d x[s, j...]`.
@@ -168,20 +171,21 @@ def batch_jacobian(target: Target, source: TensorLike, *,
       Before: `parallel_for.gradients.batch_jacobian(y, x)` (private; crashes on an unknown
       batch size in a v1 Graph inside TF2). After: `cg.batch_jacobian(y, x)`.
     """
-    options = {"tape": tape, "strategy": strategy, "chunk_size": chunk_size,
-               "unconnected_gradients": unconnected_gradients, "independent": independent}
+    name = "batch_jacobian"
+    options = _options.check(name, {
+        "tape": tape, "strategy": strategy, "chunk_size": chunk_size,
+        "unconnected_gradients": unconnected_gradients, "independent": independent,
+        "max_bytes": max_bytes}, compile=compile, jit_compile=jit_compile)
     if run := dispatch.compiled(batch_jacobian, target, (source,), options, compile,
                                 jit_compile):
         return run()
-    name = "batch_jacobian"
     problem = st.make_problem(name, target, source, tape)
-    how = st.check_options(name, strategy, unconnected_gradients, chunk_size)
     (flat_source,) = _single_source(name, problem)
     backend = dispatch.backend_for(problem)
     compute = (_jacobians.batch_jacobian_block if independent
                else _jacobians.exact_batch_jacobian)
     with st.after(st.check_batch(name, backend.target, flat_source)):
-        return compute(backend, flat_source, how)
+        return compute(backend, flat_source, _options.how(options))
 
 
 def _single_source(name, problem):
@@ -197,8 +201,8 @@ def _single_source(name, problem):
 def per_example_gradients(loss_fn, model, x, y, *, weights: Nest = None,
                           independent: bool = True, strategy: Strategy = "auto",
                           unconnected_gradients: Unconnected = "none",
-                          chunk_size: int | None = None, compile: bool = True,
-                          jit_compile: bool = False) -> Nest:
+                          chunk_size: int | None = None, max_bytes: int | None = MAX_BYTES,
+                          compile: bool = True, jit_compile: bool = False) -> Nest:
     """Per-example gradients of a loss with respect to a model's weights.
 
     Shape: `G[k].shape == [b] + w_k.shape`, `G[k][s] = d loss_s / d w_k`, where
@@ -260,22 +264,25 @@ def per_example_gradients(loss_fn, model, x, y, *, weights: Nest = None,
       `cg.per_example_gradients(loss_fn, model, x, y)`, one graph, any batch size.
     """
     name = "per_example_gradients"
+    options = _options.check(name, {
+        "loss_fn": loss_fn, "independent": independent, "strategy": strategy,
+        "unconnected_gradients": unconnected_gradients, "chunk_size": chunk_size,
+        "max_bytes": max_bytes}, compile=compile, jit_compile=jit_compile)
     weights = _models.default_weights(name, model, weights)
     x, y = _models.as_tensors(name, "x", x), _models.as_tensors(name, "y", y)
-    options = {"loss_fn": loss_fn, "independent": independent, "strategy": strategy,
-               "unconnected_gradients": unconnected_gradients, "chunk_size": chunk_size}
     if run := dispatch.compiled(_per_example_gradients, model, (weights, x, y), options,
                                 compile, jit_compile):
         return run()
     return _per_example_gradients(model, weights, x, y, **options)
 
 
-def _per_example_gradients(model, weights, x, y, *, loss_fn, independent, strategy,
-                           unconnected_gradients, chunk_size, compile=False):
+def _per_example_gradients(model, weights, x, y, *, compile=False, **options):
+    """The body of `per_example_gradients`, after its options were checked."""
     name = "per_example_gradients"
+    loss_fn, independent = options["loss_fn"], options["independent"]
     _models.check_callables(name, loss_fn, model)
     dispatch.check_model_mode(name, model)
-    how = st.check_options(name, strategy, unconnected_gradients, chunk_size)
+    how = _options.how(options)
     if how.strategy == "forward":
         raise ValueError(message(
             name, "strategy must be 'auto', 'reverse' or 'loop', but got 'forward' (each "
@@ -314,7 +321,8 @@ def _per_example(name, loss_fn, model, weights, batch, how, independent):
 @_library_code
 def hessian(target: Target, sources: Nest, *, strategy: Strategy = "auto",
             unconnected_gradients: Unconnected = "none", chunk_size: int | None = None,
-            compile: bool = True, jit_compile: bool = False) -> Nest:
+            max_bytes: int | None = MAX_BYTES, compile: bool = True,
+            jit_compile: bool = False) -> Nest:
     """Second derivatives of `target`, cross terms between sources included.
 
     Shape: `H[i][j].shape == y.shape + x_i.shape + x_j.shape`, i.e. `x.shape + x.shape` for a
@@ -358,23 +366,24 @@ def hessian(target: Target, sources: Nest, *, strategy: Strategy = "auto",
       Before: `tf.hessians(y, x)` (graph only, one row at a time, no cross terms between
       sources). After: `cg.hessian(y, x)` in graphs, `cg.hessian(f, x)` everywhere.
     """
-    options = {"strategy": strategy, "chunk_size": chunk_size,
-               "unconnected_gradients": unconnected_gradients}
+    name = "hessian"
+    options = _options.check(name, {
+        "strategy": strategy, "chunk_size": chunk_size,
+        "unconnected_gradients": unconnected_gradients, "max_bytes": max_bytes},
+        compile=compile, jit_compile=jit_compile)
     if run := dispatch.compiled(hessian, target, (sources,), options, compile, jit_compile):
         return run()
-    name = "hessian"
     problem = st.make_problem(name, target, sources)
-    how = st.check_options(name, strategy, unconnected_gradients, chunk_size)
     backend = dispatch.backend_for(problem, order=2)
-    blocks = _jacobians.hessian_blocks(backend, problem.flat, how)
+    blocks = _jacobians.hessian_blocks(backend, problem.flat, _options.how(options))
     return problem.pack([problem.pack(row) for row in blocks])
 
 
 @_library_code
 def batch_hessian(target: Target, source: TensorLike, *, strategy: Strategy = "auto",
                   unconnected_gradients: Unconnected = "none", independent: bool = True,
-                  chunk_size: int | None = None, compile: bool = True,
-                  jit_compile: bool = False) -> tf.Tensor | None:
+                  chunk_size: int | None = None, max_bytes: int | None = MAX_BYTES,
+                  compile: bool = True, jit_compile: bool = False) -> tf.Tensor | None:
     """Per-sample Hessians of per-sample scalars.
 
     Shape: `[b] + x.shape[1:] + x.shape[1:]`, `B[s, i..., j...] = d² y[s] / d x[s, i...]
@@ -418,20 +427,21 @@ def batch_hessian(target: Target, source: TensorLike, *, strategy: Strategy = "a
       Before: nested tapes and `tape.batch_jacobian`, or `tf.hessians(tf.reduce_sum(y), x)`
       (mixes samples). After: `cg.batch_hessian(f, x)`.
     """
-    options = {"strategy": strategy, "chunk_size": chunk_size,
-               "unconnected_gradients": unconnected_gradients, "independent": independent}
+    name = "batch_hessian"
+    options = _options.check(name, {
+        "strategy": strategy, "chunk_size": chunk_size,
+        "unconnected_gradients": unconnected_gradients, "independent": independent,
+        "max_bytes": max_bytes}, compile=compile, jit_compile=jit_compile)
     if run := dispatch.compiled(batch_hessian, target, (source,), options, compile,
                                 jit_compile):
         return run()
-    name = "batch_hessian"
     problem = st.make_problem(name, target, source)
-    how = st.check_options(name, strategy, unconnected_gradients, chunk_size)
     (flat_source,) = _single_source(name, problem)
     backend = dispatch.backend_for(problem, order=2)
     compute = (_jacobians.batch_hessian_block if independent
                else _jacobians.exact_batch_hessian)
     with st.after(st.check_batch(name, backend.target, flat_source, per_sample_scalar=True)):
-        return compute(backend, flat_source, how)
+        return compute(backend, flat_source, _options.how(options))
 
 
 @_library_code
@@ -468,9 +478,10 @@ def jvp(f, primals: Nest, tangents: Nest, *, compile: bool = True, jit_compile: 
       Before: `g = tf.gradients(y, x, grad_ys=u); tf.gradients(g, u, grad_ys=v)` with a
       placeholder u. After: `cg.jvp(f, x, v)`.
     """
+    name = "jvp"
+    _options.check(name, {}, compile=compile, jit_compile=jit_compile)
     if run := dispatch.compiled(jvp, f, (primals, tangents), {}, compile, jit_compile):
         return run()
-    name = "jvp"
     problem = st.make_problem(name, _callable(name, f), primals, nested_target=True)
     flat_tangents = st.match_sources(name, "tangents", problem, tangents)
     outputs, products = dispatch.backend_for(problem).linearize(flat_tangents)
@@ -510,9 +521,10 @@ def vjp(f, primals: Nest, cotangents: Nest, *, compile: bool = True,
     Migrating from TF1:
       Before: `tf.gradients(y, x, grad_ys=u)`. After: `cg.vjp(f, x, u)` in every mode.
     """
+    name = "vjp"
+    _options.check(name, {}, compile=compile, jit_compile=jit_compile)
     if run := dispatch.compiled(vjp, f, (primals, cotangents), {}, compile, jit_compile):
         return run()
-    name = "vjp"
     problem = st.make_problem(name, _callable(name, f), primals, nested_target=True)
     backend = dispatch.backend_for(problem)
     flat_cotangents = st.match_outputs(name, backend.outputs, cotangents)
@@ -554,9 +566,10 @@ def hvp(f, primals: Nest, vector: Nest, *, compile: bool = True,
       Before: `tf.gradients(tf.reduce_sum(tf.gradients(f, x)[0] * v), x)`. After:
       `cg.hvp(f, x, v)`.
     """
+    name = "hvp"
+    _options.check(name, {}, compile=compile, jit_compile=jit_compile)
     if run := dispatch.compiled(hvp, f, (primals, vector), {}, compile, jit_compile):
         return run()
-    name = "hvp"
     problem = st.make_problem(name, _callable(name, f), primals)
     flat_vector = st.match_sources(name, "vector", problem, vector)
     backend = dispatch.backend_for(problem, order=2)

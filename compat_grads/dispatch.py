@@ -226,10 +226,24 @@ def compiled(public_function, target, args, options, compile, jit_compile):
         return None
     bound = _variables_only(sources)
     # Each public function builds `options` in one fixed order: no sorting needed.
-    key = (public_function.__name__, tuple(options.items()), jit_compile, bound)
+    key = (public_function.__name__, tuple(map(_hashable, options.items())), jit_compile,
+           bound)
     run = CACHE.get(target, key, lambda: _compile(
         public_function, target, options, jit_compile, sources if bound else None))
     return (lambda: run(*rest)) if bound else (lambda: run(sources, *rest))
+
+
+def _hashable(item):
+    """An option as part of the cache key. Options are checked before they get here (a list
+    where a string belongs is a clear error, not an unhashable key), so only a callable
+    option can be unhashable (a loss object with __eq__ and no __hash__): it counts by
+    identity. The cached function holds it, so its id is not reused while the entry lives."""
+    name, value = item
+    try:
+        hash(value)
+    except TypeError:
+        return name, ("id", id(value))
+    return item
 
 
 def _weak_callable(target):

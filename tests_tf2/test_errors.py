@@ -90,9 +90,10 @@ def test_empty_sources(fn, sources):
         fn(lambda s: tf.constant(1.0), sources)
 
 
-@pytest.mark.parametrize("value", ["zeros", 0, None])
-def test_unknown_unconnected_gradients(value):
-    with pytest.raises(ValueError, match=r"unconnected_gradients must be 'none', 'zero'"):
+@pytest.mark.parametrize("value, error", [("zeros", ValueError), (0, TypeError),
+                                          (None, TypeError)])
+def test_unknown_unconnected_gradients(value, error):
+    with pytest.raises(error, match=r"unconnected_gradients must be 'none', 'zero'"):
         cg.stacked_jacobian(square, X, unconnected_gradients=value)
 
 
