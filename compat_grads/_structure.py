@@ -89,12 +89,17 @@ def implicit_tensor(value):
 
 def check_target(function, target, returned=False):
     where = "the callable target returned" if returned else "target is"
+    if returned and target is None:
+        raise TypeError(message(
+            function, "the callable target returned None (a missing return statement?)",
+            "Return the tensor to differentiate: end the function with `return y`."))
     target = implicit_tensor(target)
     if isinstance(target, tf.Variable):
         target = tf.convert_to_tensor(target)
     if returned and not tf.is_tensor(target) and not tf.nest.is_nested(target):
         target = tf.convert_to_tensor(target)
-    if not tf.is_tensor(target) or isinstance(target, tf.SparseTensor):
+    check_dense(function, "target", target, where)
+    if not tf.is_tensor(target):
         raise TypeError(message(
             function, f"target must be a tf.Tensor or a callable f(sources) -> tf.Tensor, "
             f"but {where} {describe(target)}",
@@ -103,10 +108,53 @@ def check_target(function, target, returned=False):
     if target.dtype.base_dtype not in FLOAT_DTYPES:
         raise TypeError(message(
             function, f"target must have a floating-point dtype ({_FLOAT_NAMES}), but "
-            f"{where} {describe(target)}",
-            "Derivatives of integer or bool outputs do not exist: differentiate the float "
-            "tensor they were computed from."))
+            f"{where} {describe(target)}", _dtype_fix(target.dtype, "target")))
     return target
+
+
+# Composite tensors pass tf.is_tensor, but no one op computes them, so neither tapes nor
+# tf.gradients can differentiate them as a whole.
+_DENSE_FIXES = {
+    ("target", tf.RaggedTensor):
+        "Return a dense tensor: y.to_tensor() (padded with zeros), or y.flat_values (the "
+        "stored values)",
+    ("target", tf.SparseTensor):
+        "Return a dense tensor: tf.sparse.to_dense(y), or y.values (the stored values)",
+    ("source", tf.RaggedTensor):
+        "Convert it first with x.to_tensor(), or differentiate with respect to its values: "
+        "pass x.flat_values and rebuild it inside f with x.with_flat_values(values)",
+    ("source", tf.SparseTensor):
+        "Convert it first with tf.sparse.to_dense(x), or differentiate with respect to its "
+        "values: pass x.values and rebuild it inside f with tf.SparseTensor(x.indices, "
+        "values, x.dense_shape)",
+}
+
+
+def check_dense(function, kind, value, where):
+    """A clear error for a ragged, sparse or IndexedSlices `kind` ("target" or "source")."""
+    if isinstance(value, tf.IndexedSlices):
+        fix = "Convert it to a dense tensor first: tf.convert_to_tensor(x)"
+    else:
+        fix = next((text for (k, cls), text in _DENSE_FIXES.items()
+                    if k == kind and isinstance(value, cls)), None)
+    if fix is not None:
+        raise TypeError(message(
+            function, f"{where} a {describe(value)}, but compat_grads differentiates "
+            f"dense tensors only", f"{fix}."))
+
+
+def _dtype_fix(dtype, kind):
+    """What to do about a target or source dtype that has no derivative."""
+    if dtype.is_complex:
+        return ("Complex derivatives are not supported: differentiate the real and "
+                "imaginary parts (tf.math.real, tf.math.imag) as float tensors.")
+    if dtype == tf.string:
+        return "A string tensor has no derivative: pass the float tensor it was made from."
+    if kind == "target":
+        return ("Derivatives of integer or bool outputs do not exist: differentiate the "
+                "float tensor they were computed from.")
+    return ("Integer and bool tensors have no gradient: cast them with "
+            "tf.cast(x, tf.float32) and compute the target from the cast tensor.")
 
 
 def check_tape(function, tape):
@@ -137,6 +185,7 @@ def _check_source(function, leaf, path, convert):
     leaf = implicit_tensor(unwrap_variable(leaf))
     if convert and isinstance(leaf, (np.ndarray, np.generic, float)):
         leaf = tf.convert_to_tensor(leaf)
+    check_dense(function, "source", leaf, f"{path} is")
     if not (tf.is_tensor(leaf) or isinstance(leaf, tf.Variable)):
         raise TypeError(message(
             function, f"{path} must be a tf.Tensor or tf.Variable, but got {describe(leaf)}",
@@ -145,9 +194,7 @@ def _check_source(function, leaf, path, convert):
     if leaf.dtype.base_dtype not in FLOAT_DTYPES:
         raise TypeError(message(
             function, f"{path} must be floating-point ({_FLOAT_NAMES}), but got "
-            f"{describe(leaf)}",
-            "Integer and bool tensors have no gradient: cast them with "
-            "tf.cast(x, tf.float32) and compute the target from the cast tensor."))
+            f"{describe(leaf)}", _dtype_fix(leaf.dtype, "source")))
     return leaf
 
 
