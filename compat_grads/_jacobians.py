@@ -16,13 +16,24 @@ from compat_grads._tf import tf
 
 
 def _move_first_axis_last(x):
-    rank = x.shape.rank
-    return tf.transpose(x, list(range(1, rank)) + [0])
+    return tf.transpose(x, _joined(_axes(1, st.rank(x)), [0]))
 
 
 def _move_first_axis_after_batch(x):
-    rank = x.shape.rank
-    return tf.transpose(x, [1, 0] + list(range(2, rank)))
+    return tf.transpose(x, _joined([1, 0], _axes(2, st.rank(x))))
+
+
+def _axes(start, stop):
+    """`range(start, stop)` as a list, or as a tensor when the rank `stop` is one (unknown
+    while building the graph)."""
+    return list(range(start, stop)) if isinstance(stop, int) else tf.range(start, stop)
+
+
+def _joined(*axes):
+    """Lists of axes joined: a list when every part is one, else a tensor."""
+    if all(isinstance(part, list) for part in axes):
+        return [axis for part in axes for axis in part]
+    return tf.concat([tf.cast(part, tf.int32) for part in axes], 0)
 
 
 def _reverse(backend, flat, how, batched=False):
@@ -215,16 +226,27 @@ def _batch_diagonal(block, parts, out_parts):
     its axes to `block` and starts with the batch axis; reshaped to `out_parts`."""
     if block is None:
         return None
-    ranks = [p.shape.rank for p in parts]
-    starts = [sum(ranks[:p]) for p in range(len(ranks))]
-    rest = [a for a in range(sum(ranks)) if a not in starts]
-    moved = tf.transpose(block, starts + rest)
+    moved = tf.transpose(block, _batch_axes_first([st.rank(p) for p in parts]))
     samples = tf.range(tf.shape(block)[0])
-    diagonal = tf.gather_nd(moved, tf.stack([samples] * len(starts), axis=1))
+    diagonal = tf.gather_nd(moved, tf.stack([samples] * len(parts), axis=1))
     static = tf.TensorShape([])
     for part, _ in out_parts:
         static = static.concatenate(part)
     return st.reshape(diagonal, tf.concat([d for _, d in out_parts], 0), static)
+
+
+def _batch_axes_first(ranks):
+    """The permutation that moves the first axis of each part (of these ranks, laid end to
+    end) to the front, keeping the order of the others: a list, or a tensor when a rank is
+    only known at run time."""
+    if all(isinstance(r, int) for r in ranks):
+        starts = [sum(ranks[:p]) for p in range(len(ranks))]
+        return starts + [a for a in range(sum(ranks)) if a not in starts]
+    ranks = tf.stack([tf.cast(r, tf.int32) for r in ranks])
+    starts = tf.cumsum(ranks, exclusive=True)
+    axes = tf.range(tf.reduce_sum(ranks))
+    is_start = tf.reduce_any(tf.equal(axes[:, None], starts[None, :]), axis=1)
+    return tf.concat([starts, tf.boolean_mask(axes, tf.logical_not(is_start))], 0)
 
 
 def _only(k, value, count):

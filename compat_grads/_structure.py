@@ -219,16 +219,12 @@ def check_batch(function, target, source, per_sample_scalar=False):
     """Checks that target and source share a leading batch dimension (and, if asked, that the
     target holds one scalar per sample).
 
-    Returns an assertion to run when that dimension is only known at run time, else None.
+    Returns the assertions to run when what they check is only known at run time (an
+    unknown batch size or rank), else None.
     """
-    if per_sample_scalar and not (target.shape.rank == 1 or (
-            target.shape.rank == 2 and target.shape[1] in (1, None))):
-        raise ValueError(message(
-            function, f"target must hold one scalar per sample, shape (b,) or (b, 1), but "
-            f"it has shape {target.shape}",
-            "Reduce each sample's output to the scalar whose Hessian you want (e.g. its "
-            "loss), or use hessian for the full block structure."))
-    for name, value in (("target", target), ("source", source)):
+    scalar_known = _per_sample_scalar(function, target) if per_sample_scalar else True
+    pair = (("target", target), ("source", source))
+    for name, value in pair:
         if value.shape.rank == 0:
             raise ValueError(message(
                 function, f"{name} needs a leading batch dimension, but it is a scalar",
@@ -240,11 +236,35 @@ def check_batch(function, target, source, per_sample_scalar=False):
             f"dimension), but target has shape {target.shape} and source {source.shape}",
             "Pass the batched input the per-sample outputs were computed from; for a full "
             "Jacobian between unbatched tensors use stacked_jacobian."))
-    if batch_target.is_fully_defined() and batch_source.is_fully_defined():
-        return None
-    return tf.debugging.assert_equal(
-        tf.shape(target)[0], tf.shape(source)[0],
-        message=f"compat_grads.{function}: target and source must have the same batch size")
+    guards = [tf.debugging.assert_rank_at_least(
+        value, 1, message=f"compat_grads.{function}: {name} needs a leading batch dimension")
+        for name, value in pair if value.shape.rank is None]
+    with after(tf.group(guards) if guards else None):  # shape[0] of a scalar would fail first
+        if not scalar_known:
+            guards.append(tf.debugging.assert_equal(
+                tf.size(target), tf.shape(target)[0], message=f"compat_grads.{function}: "
+                "target must hold one scalar per sample, shape (b,) or (b, 1)"))
+        if not (batch_target.is_fully_defined() and batch_source.is_fully_defined()):
+            guards.append(tf.debugging.assert_equal(
+                tf.shape(target)[0], tf.shape(source)[0], message=f"compat_grads.{function}: "
+                "target and source must have the same batch size"))
+    return tf.group(guards) if guards else None
+
+
+def _per_sample_scalar(function, target) -> bool:
+    """Whether the target is known to be `(b,)` or `(b, 1)` (False: only known at run time);
+    ValueError when it is known not to be."""
+    shape = target.shape
+    second = tf.compat.dimension_value(shape[1]) if shape.rank == 2 else None
+    if shape.rank == 1 or second == 1:
+        return True
+    if shape.rank is None or (shape.rank == 2 and second is None):
+        return False
+    raise ValueError(message(
+        function, f"target must hold one scalar per sample, shape (b,) or (b, 1), but "
+        f"it has shape {shape}",
+        "Reduce each sample's output to the scalar whose Hessian you want (e.g. its "
+        "loss), or use hessian for the full block structure."))
 
 
 def check_scalar(function, target):
@@ -327,6 +347,11 @@ def size(x):
     """Number of elements: a Python int when static, else a scalar tensor."""
     static = x.shape.num_elements()
     return static if static is not None else tf.size(x)
+
+
+def rank(x):
+    """The rank: a Python int when static, else a scalar tensor."""
+    return x.shape.rank if x.shape.rank is not None else tf.rank(x)
 
 
 def per_sample_size(x):
