@@ -9,6 +9,7 @@ memory limit.
 
 from __future__ import annotations
 
+from compat_grads import _memory
 from compat_grads import _structure as st
 from compat_grads._errors import DerivativeError, VectorizationWarning, message, warn
 from compat_grads._stacking import last_line, stack
@@ -77,9 +78,11 @@ def choose_strategy(strategy, target_size, source_size):
 def jacobian_blocks(backend, flat, how):
     """blocks[t][k] of shape `y_t.shape + x_k.shape` (None or zeros where unconnected)."""
     targets = backend.targets
-    how = how.using(choose_strategy(how.strategy, _total(st.size(t) for t in targets),
-                                    _total(st.size(x) for x in flat)))
-    raw = (_forward if how.strategy == "forward" else _reverse)(backend, flat, how)
+    how = how.using(choose_strategy(how.strategy, _memory.total(st.size(t) for t in targets),
+                                    _memory.total(st.size(x) for x in flat)))
+    forward = how.strategy == "forward"
+    _memory.check(backend.function, how, _stacks(targets, flat, forward))
+    raw = (_forward if forward else _reverse)(backend, flat, how)
     return [[_finish(raw[t][k], [_shapes(target), _shapes(x)], st.dtype_of(x), how.unconnected)
              for k, x in enumerate(flat)] for t, target in enumerate(targets)]
 
@@ -89,7 +92,9 @@ def batch_jacobian_block(backend, source, how):
     target = backend.target
     how = how.using(choose_strategy(how.strategy, st.per_sample_size(target),
                                     st.per_sample_size(source)))
-    if how.strategy == "forward":
+    forward = how.strategy == "forward"
+    _memory.check(backend.function, how, _stacks([target], [source], forward, batched=True))
+    if forward:
         ((raw,),) = _forward(backend, [source], how, batched=True)
     else:
         ((raw,),) = _reverse(backend, [source], how, batched=True)
@@ -108,6 +113,8 @@ def per_example_rows(backend, loss_of_example, count, how):
         return one.vjp_fn()([tf.ones_like(one.target)])
 
     flat = backend.sources
+    _memory.check(backend.function, how,
+                  [(count, 0, _memory.total(_memory.nbytes(w) for w in flat))])
     rows = stack(backend, row, count, flat, how)
     examples = (tf.TensorShape([count if isinstance(count, int) else None]),
                 tf.reshape(count, [1]))
@@ -130,6 +137,9 @@ def per_element(backend, flat, how):
 def hessian_blocks(backend, flat, how):
     """H[i][j] of shape `y.shape + x_i.shape + x_j.shape`: the Jacobian of the gradient."""
     target = backend.target
+    every = _memory.total(_memory.nbytes(x) for x in flat)
+    _memory.check(backend.function, how, [  # rows of H[k]: (target element, x_k element)s
+        (_product(st.size(target), st.size(x)), _memory.nbytes(x), every) for x in flat])
 
     def compute(outer):
         if target.shape.num_elements() == 1:  # statically scalar: no loop over elements
@@ -201,6 +211,8 @@ def _columns_to_rows(stack, n, x_i):
 
 def batch_hessian_block(backend, source, how):
     """`[b] + x.shape[1:] + x.shape[1:]`: the batch Jacobian of the batch-summed gradient."""
+    _memory.check(backend.function, how, [  # the gradient is shaped like the source
+        (st.per_sample_size(source), _memory.nbytes(source), _memory.nbytes(source))])
     gradient = backend.vjp_backend(lambda targets: [tf.ones_like(targets[0])])
     return _second_order(backend, how, lambda outer: batch_jacobian_block(
         gradient, source, outer))
@@ -270,10 +282,17 @@ def _finish(block, parts, dtype, unconnected):
     return st.reshape(block, shape, static)
 
 
-def _total(sizes):
-    total = 0
-    for n in sizes:
-        if not isinstance(n, int):
-            return None
-        total += n
-    return total
+def _stacks(targets, flat, forward, batched=False):
+    """What `_memory.check` needs of a Jacobian: (rows, bytes in, bytes out) per stack, one
+    stack per source in forward mode (its one-hot columns), else one per target."""
+    rows = st.per_sample_size if batched else st.size
+    if forward:
+        return [(rows(x), _memory.nbytes(x),
+                 _memory.total(_memory.nbytes(t, st.dtype_of(x)) for t in targets))
+                for x in flat]
+    every = _memory.total(_memory.nbytes(x) for x in flat)
+    return [(rows(t), _memory.nbytes(t), every) for t in targets]
+
+
+def _product(a, b):
+    return a * b if isinstance(a, int) and isinstance(b, int) else None

@@ -35,6 +35,9 @@ def stacked_jacobian(target: Target, sources: Nest, *, tape: tf.GradientTape | N
       unconnected_gradients: "none" (None for a source the target does not depend on) or
         "zero" (zeros of the block's shape); a `tf.UnconnectedGradients` works too.
       chunk_size: at most this many rows (or columns) in flight at once, to bound memory.
+      max_bytes: the most memory, in bytes, the result and the rows in flight at once may
+        take (default 16 GiB); a larger Jacobian raises ValueError at once, before anything
+        is built or run. Sizes known only at run time are not counted; None: no limit.
       compile: in eager mode, run a callable target through a tf.function traced once per
         callable, options and input shapes, and cached (False: run it eagerly).
       jit_compile: compile that tf.function with XLA.
@@ -43,10 +46,13 @@ def stacked_jacobian(target: Target, sources: Nest, *, tape: tf.GradientTape | N
       The blocks in the structure of `sources`, each with its source's dtype.
 
     Raises:
-      TypeError: for a target that is neither a float tensor nor a callable, or non-float
-        sources.
-      ValueError: for empty sources or an unknown strategy.
-      compat_grads.ModeError: for an eager tensor target without its tape.
+      TypeError: for a target that is neither a float tensor nor a callable (or a callable
+        that returns None), non-float, ragged or sparse sources, or an option of the wrong
+        type (a list for strategy=, a string for a bool).
+      ValueError: for empty sources, an unknown strategy, a target and sources from two
+        different graphs, or a Jacobian larger than `max_bytes`.
+      compat_grads.ModeError: for an eager tensor target without its tape, or graph tensors
+        used outside their graph's `as_default()` block.
 
     Example:
       >>> import compat_grads as cg
@@ -149,6 +155,9 @@ def batch_jacobian(target: Target, source: TensorLike, *,
       unconnected_gradients: "none" or "zero", as in `stacked_jacobian`.
       independent: whether samples are independent (see the caveat).
       chunk_size: at most this many rows (or columns) in flight at once, to bound memory.
+      max_bytes: the most memory, in bytes, the result and the rows in flight at once may
+        take (default 16 GiB); a larger Jacobian raises ValueError at once, before anything
+        is built or run. Sizes known only at run time are not counted; None: no limit.
       compile: in eager mode, run a callable target through a tf.function traced once per
         callable, options and input shapes, and cached (False: run it eagerly).
       jit_compile: compile that tf.function with XLA.
@@ -157,8 +166,9 @@ def batch_jacobian(target: Target, source: TensorLike, *,
       The per-sample Jacobians, in the source's dtype (None if unconnected and "none").
 
     Raises:
-      ValueError: when target or source has no leading dimension, or their batch sizes
-        differ (checked at run time when unknown while building the graph).
+      ValueError: when target or source has no leading dimension, their batch sizes
+        differ (checked at run time when unknown while building the graph), or the result
+        would take more than `max_bytes`.
       TypeError, compat_grads.ModeError: as `stacked_jacobian`.
 
     Example:
@@ -230,6 +240,8 @@ def per_example_gradients(loss_fn, model, x, y, *, weights: Nest = None,
         examples, the lowest memory).
       unconnected_gradients: "none" (None for a weight the loss does not use) or "zero".
       chunk_size: at most this many examples in flight at once, to bound memory.
+      max_bytes: the most memory, in bytes, the result and the examples in flight at once
+        may take (default 16 GiB), as in `stacked_jacobian`; None: no limit.
       compile: in eager mode, trace once per model, options and input shapes and cache the
         tf.function (False: run it eagerly under tapes).
       jit_compile: compile that tf.function with XLA.
@@ -240,7 +252,8 @@ def per_example_gradients(loss_fn, model, x, y, *, weights: Nest = None,
     Raises:
       TypeError: for a model or loss that is not callable, weights=None without Keras
         trainable weights, or non-float weights.
-      ValueError: for a loss that is not one per example, or strategy="forward".
+      ValueError: for a loss that is not one per example, strategy="forward", or
+        gradients larger than `max_bytes`.
       compat_grads.ModeError: for a Keras 3 model in a TF1 graph.
 
     Example (per-example clipping, as in DP-SGD):
@@ -343,6 +356,9 @@ def hessian(target: Target, sources: Nest, *, strategy: Strategy = "auto",
       unconnected_gradients: "none" gives None for a block whose sources do not reach the
         gradient; "zero" gives zeros.
       chunk_size: at most this many rows (or columns) in flight at once, to bound memory.
+      max_bytes: the most memory, in bytes, the result and the rows in flight at once may
+        take (default 16 GiB); a larger Jacobian raises ValueError at once, before anything
+        is built or run. Sizes known only at run time are not counted; None: no limit.
       compile: in eager mode, run a callable target through a tf.function traced once per
         callable, options and input shapes, and cached (False: run it eagerly).
       jit_compile: compile that tf.function with XLA.
@@ -353,7 +369,7 @@ def hessian(target: Target, sources: Nest, *, strategy: Strategy = "auto",
 
     Raises:
       compat_grads.ModeError: for an eager tensor target or a tape.
-      TypeError, ValueError: as `stacked_jacobian`.
+      TypeError, ValueError: as `stacked_jacobian` (a Hessian larger than `max_bytes` too).
 
     Example:
       >>> import compat_grads as cg
@@ -404,6 +420,9 @@ def batch_hessian(target: Target, source: TensorLike, *, strategy: Strategy = "a
       unconnected_gradients: "none" or "zero".
       independent: whether samples are independent (see above).
       chunk_size: at most this many rows (or columns) in flight at once, to bound memory.
+      max_bytes: the most memory, in bytes, the result and the rows in flight at once may
+        take (default 16 GiB); a larger Jacobian raises ValueError at once, before anything
+        is built or run. Sizes known only at run time are not counted; None: no limit.
       compile: in eager mode, run a callable target through a tf.function traced once per
         callable, options and input shapes, and cached (False: run it eagerly).
       jit_compile: compile that tf.function with XLA.
@@ -412,8 +431,11 @@ def batch_hessian(target: Target, source: TensorLike, *, strategy: Strategy = "a
       The per-sample Hessians in the source's dtype (None if unconnected and "none").
 
     Raises:
-      ValueError: if the target is not one scalar per sample, or batch sizes differ.
+      ValueError: if the target is not one scalar per sample, batch sizes differ (checked
+        at run time when unknown while building the graph), or the Hessians would take
+        more than `max_bytes`.
       compat_grads.ModeError: for an eager tensor target or a tape.
+      TypeError: as `stacked_jacobian`.
 
     Example:
       >>> import compat_grads as cg
