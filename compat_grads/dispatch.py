@@ -59,10 +59,10 @@ def backend_for(problem: Problem, order: int = 1):
     Second order (`order=2`) differentiates the first derivative again, so the target must
     be recomputable: a callable in every mode, or a graph tensor without a tape.
     """
+    _check_graphs(problem)
     if order > 1:
         _check_second_order(problem)
     check_model_mode(problem.function, problem.fn)
-    _check_graphs(problem)
     if problem.tape is not None:
         return TapeBackend(problem)
     if execution_mode() == EAGER:
