@@ -286,6 +286,38 @@ def test_unknown_rank_per_element_gradients(route):
     np.testing.assert_allclose(out, np.cos(X.astype(np.float64)), rtol=TOL)
 
 
+UNKNOWN_RANK_PRODUCTS = {  # name: (call, analytic value at X)
+    "jvp": (lambda x: cg.jvp(tf.sin, x, tf.ones_like(x))[1], lambda x: np.cos(x)),
+    "vjp": (lambda x: cg.vjp(tf.sin, x, tf.ones_like(x))[1], lambda x: np.cos(x)),
+    "hvp": (lambda x: cg.hvp(cube_sum, x, tf.ones_like(x)), lambda x: 6 * x),
+    "stacked_jacobian-chunked": (
+        lambda x: cg.stacked_jacobian(tf.sin, x, chunk_size=1),
+        lambda x: jacobian_of_elementwise(np.cos(x))),
+    "hessian-loop": (lambda x: cg.hessian(cube_sum, x, strategy="loop"),
+                     lambda x: jacobian_of_elementwise(6 * x)),
+}
+
+
+@pytest.mark.parametrize("name", UNKNOWN_RANK_PRODUCTS)
+@pytest.mark.parametrize("mode", ["function", "v1graph"])
+def test_unknown_rank_products_and_chunks(mode, name):
+    compute, analytic = UNKNOWN_RANK_PRODUCTS[name]
+    out = run(f"{mode}.callable", compute, X, unknown_rank=True)
+    np.testing.assert_allclose(out, analytic(X.astype(np.float64)), rtol=TOL, atol=TOL)
+
+
+@pytest.mark.parametrize("independent", [True, False], ids=["independent", "exact"])
+@pytest.mark.parametrize("mode", ["function", "v1graph"])
+def test_unknown_rank_per_example_gradients(mode, independent):
+    def build(x, w):
+        return cg.per_example_gradients(lambda t, p: (t - p) ** 2, lambda v: tf.matmul(v, w),
+                                        x, x[:, :1], weights=w, independent=independent)
+    w = np.array([[1.0], [2.0]], np.float32)
+    out = run(f"{mode}.callable", build, X, unknown_rank=True, variables=[w])
+    residual = X.astype(np.float64) @ w - X[:, :1]  # d (x·w - y)² / dw = 2 (x·w - y) x
+    np.testing.assert_allclose(out, (2 * residual * X)[:, :, None], rtol=TOL)
+
+
 @pytest.mark.parametrize("route", GRAPHS)
 def test_unknown_rank_batch_hessian_of_more_than_one_scalar_per_sample(route):
     with pytest.raises(tf.errors.InvalidArgumentError,
