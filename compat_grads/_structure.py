@@ -24,7 +24,8 @@ class Problem:
     """One differentiation request, validated: what to differentiate and with respect to what.
 
     Exactly one of `target` (a tensor, or a nest of them when `nested_target`) and `fn` (a
-    callable taking the sources nest) is set.
+    callable taking the sources nest) is set. `argument` is the public name of the sources
+    ("source" for the batch functions, "primals", "weights"), for error messages.
     """
 
     function: str
@@ -34,6 +35,7 @@ class Problem:
     flat: list
     tape: tf.GradientTape | None = None
     nested_target: bool = False
+    argument: str = "sources"
 
     def call(self):
         """Runs the callable target on the sources; returns its (checked) output."""
@@ -49,8 +51,10 @@ class Problem:
         return tf.nest.pack_sequence_as(self.structure, flat_results)
 
 
-def make_problem(function, target, sources, tape=None, nested_target=False) -> Problem:
-    """Validates a public call's target, sources and tape into a `Problem`."""
+def make_problem(function, target, sources, tape=None, nested_target=False,
+                 argument="sources") -> Problem:
+    """Validates a public call's target, sources (the argument named `argument`) and tape
+    into a `Problem`."""
     is_callable = callable(target) and not tf.is_tensor(target)
     if is_callable and tape is not None:
         raise ValueError(message(
@@ -58,9 +62,9 @@ def make_problem(function, target, sources, tape=None, nested_target=False) -> P
             "Drop tape=: compat_grads records the callable itself."))
     if tape is not None:
         check_tape(function, tape)
-    flat = flatten_sources(function, sources, convert=is_callable)
+    flat = flatten_sources(function, sources, convert=is_callable, argument=argument)
     problem = Problem(function, None, target if is_callable else None, sources, flat, tape,
-                      nested_target)
+                      nested_target, argument)
     if not is_callable:
         problem.target = problem.check_output(target)
     return problem
@@ -169,16 +173,16 @@ def check_tape(function, tape):
             "record the target again, or pass a callable target."))
 
 
-def flatten_sources(function, sources, convert=False) -> list:
+def flatten_sources(function, sources, convert=False, argument="sources") -> list:
     """The flat list of source leaves, checked: non-empty, tensors or variables, floating."""
     flat = tf.nest.flatten(sources)
     if not flat:
         raise ValueError(message(
-            function, f"sources is empty (got {sources!r})",
+            function, f"{argument} is empty (got {sources!r})",
             "Pass the tensor or variable to differentiate with respect to, or a non-empty "
             "list / tuple / dict of them."))
     return [_check_source(function, leaf, path, convert)
-            for leaf, path in zip(flat, leaf_paths(sources))]
+            for leaf, path in zip(flat, leaf_paths(sources, argument))]
 
 
 def _check_source(function, leaf, path, convert):

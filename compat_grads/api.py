@@ -189,7 +189,7 @@ def batch_jacobian(target: Target, source: TensorLike, *,
     if run := dispatch.compiled(batch_jacobian, target, (source,), options, compile,
                                 jit_compile):
         return run()
-    problem = st.make_problem(name, target, source, tape)
+    problem = st.make_problem(name, target, source, tape, argument="source")
     (flat_source,) = _single_source(name, problem)
     backend = dispatch.backend_for(problem)
     compute = (_jacobians.batch_jacobian_block if independent
@@ -315,7 +315,8 @@ def _per_example(name, loss_fn, model, weights, batch, how, independent):
         return _models.per_example_losses(name, loss_fn, model, xs, ys, batch)
 
     if not independent:
-        problem = st.make_problem(name, lambda ws: losses(x, y, static), weights)
+        problem = st.make_problem(name, lambda ws: losses(x, y, static), weights,
+                                  argument="weights")
         backend = dispatch.backend_for(problem)
         (blocks,) = _jacobians.jacobian_blocks(backend, problem.flat, how.using(
             "reverse" if how.strategy == "auto" else how.strategy))
@@ -326,7 +327,7 @@ def _per_example(name, loss_fn, model, weights, batch, how, independent):
 
     # Example 0's problem picks the backend; the graph backend also walks its forward pass
     # for TF1 control flow before trying pfor (ops that nothing runs).
-    problem = st.make_problem(name, loss_of_example(0), weights)
+    problem = st.make_problem(name, loss_of_example(0), weights, argument="weights")
     backend = dispatch.backend_for(problem)
     return problem.pack(_jacobians.per_example_rows(backend, loss_of_example, count, how))
 
@@ -457,7 +458,7 @@ def batch_hessian(target: Target, source: TensorLike, *, strategy: Strategy = "a
     if run := dispatch.compiled(batch_hessian, target, (source,), options, compile,
                                 jit_compile):
         return run()
-    problem = st.make_problem(name, target, source)
+    problem = st.make_problem(name, target, source, argument="source")
     (flat_source,) = _single_source(name, problem)
     backend = dispatch.backend_for(problem, order=2)
     compute = (_jacobians.batch_hessian_block if independent
@@ -504,7 +505,8 @@ def jvp(f, primals: Nest, tangents: Nest, *, compile: bool = True, jit_compile: 
     _options.check(name, {}, compile=compile, jit_compile=jit_compile)
     if run := dispatch.compiled(jvp, f, (primals, tangents), {}, compile, jit_compile):
         return run()
-    problem = st.make_problem(name, _callable(name, f), primals, nested_target=True)
+    problem = st.make_problem(name, _callable(name, f), primals, nested_target=True,
+                              argument="primals")
     flat_tangents = st.match_sources(name, "tangents", problem, tangents)
     outputs, products = dispatch.backend_for(problem).linearize(flat_tangents)
     flat_outputs = tf.nest.flatten(outputs)
@@ -547,7 +549,8 @@ def vjp(f, primals: Nest, cotangents: Nest, *, compile: bool = True,
     _options.check(name, {}, compile=compile, jit_compile=jit_compile)
     if run := dispatch.compiled(vjp, f, (primals, cotangents), {}, compile, jit_compile):
         return run()
-    problem = st.make_problem(name, _callable(name, f), primals, nested_target=True)
+    problem = st.make_problem(name, _callable(name, f), primals, nested_target=True,
+                              argument="primals")
     backend = dispatch.backend_for(problem)
     flat_cotangents = st.match_outputs(name, backend.outputs, cotangents)
     grads = backend.vjp_fn()(flat_cotangents)
@@ -592,7 +595,7 @@ def hvp(f, primals: Nest, vector: Nest, *, compile: bool = True,
     _options.check(name, {}, compile=compile, jit_compile=jit_compile)
     if run := dispatch.compiled(hvp, f, (primals, vector), {}, compile, jit_compile):
         return run()
-    problem = st.make_problem(name, _callable(name, f), primals)
+    problem = st.make_problem(name, _callable(name, f), primals, argument="primals")
     flat_vector = st.match_sources(name, "vector", problem, vector)
     backend = dispatch.backend_for(problem, order=2)
     gradient = backend.vjp_backend(

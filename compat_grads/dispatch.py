@@ -91,7 +91,8 @@ def _check_graphs(problem: Problem):
     in eager code is not an eager tensor: no tape= can help."""
     eager = execution_mode() == EAGER
     current = None if eager else tf.compat.v1.get_default_graph()
-    named = [("target", problem.target), *zip(leaf_paths(problem.structure), problem.flat)]
+    named = [("target", problem.target),
+             *zip(leaf_paths(problem.structure, problem.argument), problem.flat)]
     for what, value in named:
         graph = _graph_of(value)
         if graph is not None and (eager or not _encloses(current, graph)):

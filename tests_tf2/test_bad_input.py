@@ -50,6 +50,13 @@ def routes_of(name):
     return ROUTES
 
 
+def argument_of(name):
+    """The public name of the sources argument of the function `name`."""
+    return {"batch_jacobian": "source", "batch_hessian": "source", "jvp": "primals",
+            "vjp": "primals", "hvp": "primals", "per_example_gradients": "weights"}.get(
+                name, "sources")
+
+
 def run(route, build, *arrays, unknown_rank=False, variables=()):
     """`build(*tensors, *variables)` in the route's mode, one input tensor per array and one
     variable per initial value in `variables`; numpy values out. With `unknown_rank` the
@@ -410,7 +417,7 @@ def test_source_from_another_graph(route, name):
     else:
         def build(x):
             return getattr(cg, name)(square, other)
-    with raises(ValueError, name, r"sources is a tensor of another tf\.Graph",
+    with raises(ValueError, name, rf"{argument_of(name)} is a tensor of another tf\.Graph",
                 r"one graph", r"as_default\(\)"):
         run(route, build, X)
 
@@ -430,7 +437,7 @@ def test_graph_tensors_used_eagerly_after_their_block(route, name):
     with graph.as_default():
         x = tf.compat.v1.placeholder(tf.float32, [2, 2])
         y = tf.reduce_sum(x ** 3)
-    what = "target" if route == "eager.tensor" else "sources"
+    what = "target" if route == "eager.tensor" else argument_of(name)
     with raises(cg.ModeError, name, rf"{what} is a graph tensor", r"runs eagerly",
                 r"not the default one", r"inside `with graph\.as_default\(\):`"):
         if route == "eager.tensor":
@@ -639,6 +646,25 @@ def test_list_of_sources_where_one_tensor_is_needed(route, name):
     with raises(TypeError, name, r"source must be one tensor or variable",
                 r"got a list of 2", r"stacked_jacobian"):
         run(route, lambda x: call(route, getattr(cg, name), lambda s: s[0] * s[1], [x, x]), X)
+
+
+@pytest.mark.parametrize("name", ["jvp", "vjp", "hvp", "per_example_gradients"])
+@pytest.mark.parametrize("route", CALLABLE)
+def test_bad_leaf_named_by_its_argument(route, name):
+    """jvp, vjp and hvp call their sources primals, per_example_gradients weights."""
+    if name == "per_example_gradients":
+        def build(x):
+            return cg.per_example_gradients(lambda t, p: (t - p) ** 2, square, x, x,
+                                            weights=["w"],
+                                            compile=not route.endswith("uncompiled"))
+        problem = r"weights\[0\] must be a tf\.Tensor or tf\.Variable"
+    else:
+        def build(x):
+            return call(route, lambda f, x, **kw: getattr(cg, name)(f, x, x, **kw), cube_sum,
+                        tf.cast(x, tf.int32))
+        problem = r"primals must be floating-point"
+    with raises(TypeError, name, problem, r"(tf\.cast|Pass the tensors)"):
+        run(route, build, X)
 
 
 # ----------------------------------------------------------------------------------------
