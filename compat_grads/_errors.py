@@ -35,6 +35,12 @@ def message(function: str, problem: str, fix: str) -> str:
     return f"compat_grads.{function}: {problem}. {fix}"
 
 
+def is_ours(err: BaseException) -> bool:
+    """Whether `err` is one of compat_grads' clear errors (raised, say, by the caller's
+    target inside a vectorized loop): to be passed on as it is, never retried."""
+    return str(err).startswith("compat_grads.")
+
+
 def _skipped_dirs() -> tuple:
     """Our package, and TensorFlow's (its AutoGraph wrapper sits between us and the caller)."""
     tensorflow = sys.modules.get("tensorflow")

@@ -3,11 +3,13 @@
 Rows (reverse mode) are VJPs with one-hot cotangents; columns (forward mode) are JVPs with
 one-hot tangents. Either is stacked over an index by `_stacking.stack` (pfor, or a
 `while_loop` over indices for "loop": the graph does not grow with the number of rows).
-`how` (`_structure.How`) carries the strategy, the unconnected mode and the chunk size.
+`how` (`_options.How`) carries the strategy, the unconnected mode, the chunk size and the
+memory limit.
 """
 
 from __future__ import annotations
 
+from compat_grads import _memory
 from compat_grads import _structure as st
 from compat_grads._errors import DerivativeError, VectorizationWarning, message, warn
 from compat_grads._stacking import last_line, stack
@@ -15,13 +17,24 @@ from compat_grads._tf import tf
 
 
 def _move_first_axis_last(x):
-    rank = x.shape.rank
-    return tf.transpose(x, list(range(1, rank)) + [0])
+    return tf.transpose(x, _joined(_axes(1, st.rank(x)), [0]))
 
 
 def _move_first_axis_after_batch(x):
-    rank = x.shape.rank
-    return tf.transpose(x, [1, 0] + list(range(2, rank)))
+    return tf.transpose(x, _joined([1, 0], _axes(2, st.rank(x))))
+
+
+def _axes(start, stop):
+    """`range(start, stop)` as a list, or as a tensor when the rank `stop` is one (unknown
+    while building the graph)."""
+    return list(range(start, stop)) if isinstance(stop, int) else tf.range(start, stop)
+
+
+def _joined(*axes):
+    """Lists of axes joined: a list when every part is one, else a tensor."""
+    if all(isinstance(part, list) for part in axes):
+        return [axis for part in axes for axis in part]
+    return tf.concat([tf.cast(part, tf.int32) for part in axes], 0)
 
 
 def _reverse(backend, flat, how, batched=False):
@@ -65,9 +78,11 @@ def choose_strategy(strategy, target_size, source_size):
 def jacobian_blocks(backend, flat, how):
     """blocks[t][k] of shape `y_t.shape + x_k.shape` (None or zeros where unconnected)."""
     targets = backend.targets
-    how = how.using(choose_strategy(how.strategy, _total(st.size(t) for t in targets),
-                                    _total(st.size(x) for x in flat)))
-    raw = (_forward if how.strategy == "forward" else _reverse)(backend, flat, how)
+    how = how.using(choose_strategy(how.strategy, _memory.total(st.size(t) for t in targets),
+                                    _memory.total(st.size(x) for x in flat)))
+    forward = how.strategy == "forward"
+    _memory.check(backend.function, how, _stacks(targets, flat, forward))
+    raw = (_forward if forward else _reverse)(backend, flat, how)
     return [[_finish(raw[t][k], [_shapes(target), _shapes(x)], st.dtype_of(x), how.unconnected)
              for k, x in enumerate(flat)] for t, target in enumerate(targets)]
 
@@ -77,7 +92,9 @@ def batch_jacobian_block(backend, source, how):
     target = backend.target
     how = how.using(choose_strategy(how.strategy, st.per_sample_size(target),
                                     st.per_sample_size(source)))
-    if how.strategy == "forward":
+    forward = how.strategy == "forward"
+    _memory.check(backend.function, how, _stacks([target], [source], forward, batched=True))
+    if forward:
         ((raw,),) = _forward(backend, [source], how, batched=True)
     else:
         ((raw,),) = _reverse(backend, [source], how, batched=True)
@@ -96,6 +113,8 @@ def per_example_rows(backend, loss_of_example, count, how):
         return one.vjp_fn()([tf.ones_like(one.target)])
 
     flat = backend.sources
+    _memory.check(backend.function, how,
+                  [(count, 0, _memory.total(_memory.nbytes(w) for w in flat))])
     rows = stack(backend, row, count, flat, how)
     examples = (tf.TensorShape([count if isinstance(count, int) else None]),
                 tf.reshape(count, [1]))
@@ -118,6 +137,9 @@ def per_element(backend, flat, how):
 def hessian_blocks(backend, flat, how):
     """H[i][j] of shape `y.shape + x_i.shape + x_j.shape`: the Jacobian of the gradient."""
     target = backend.target
+    every = _memory.total(_memory.nbytes(x) for x in flat)
+    _memory.check(backend.function, how, [  # rows of H[k]: (target element, x_k element)s
+        (_product(st.size(target), st.size(x)), _memory.nbytes(x), every) for x in flat])
 
     def compute(outer):
         if target.shape.num_elements() == 1:  # statically scalar: no loop over elements
@@ -189,6 +211,8 @@ def _columns_to_rows(stack, n, x_i):
 
 def batch_hessian_block(backend, source, how):
     """`[b] + x.shape[1:] + x.shape[1:]`: the batch Jacobian of the batch-summed gradient."""
+    _memory.check(backend.function, how, [  # the gradient is shaped like the source
+        (st.per_sample_size(source), _memory.nbytes(source), _memory.nbytes(source))])
     gradient = backend.vjp_backend(lambda targets: [tf.ones_like(targets[0])])
     return _second_order(backend, how, lambda outer: batch_jacobian_block(
         gradient, source, outer))
@@ -214,16 +238,27 @@ def _batch_diagonal(block, parts, out_parts):
     its axes to `block` and starts with the batch axis; reshaped to `out_parts`."""
     if block is None:
         return None
-    ranks = [p.shape.rank for p in parts]
-    starts = [sum(ranks[:p]) for p in range(len(ranks))]
-    rest = [a for a in range(sum(ranks)) if a not in starts]
-    moved = tf.transpose(block, starts + rest)
+    moved = tf.transpose(block, _batch_axes_first([st.rank(p) for p in parts]))
     samples = tf.range(tf.shape(block)[0])
-    diagonal = tf.gather_nd(moved, tf.stack([samples] * len(starts), axis=1))
+    diagonal = tf.gather_nd(moved, tf.stack([samples] * len(parts), axis=1))
     static = tf.TensorShape([])
     for part, _ in out_parts:
         static = static.concatenate(part)
     return st.reshape(diagonal, tf.concat([d for _, d in out_parts], 0), static)
+
+
+def _batch_axes_first(ranks):
+    """The permutation that moves the first axis of each part (of these ranks, laid end to
+    end) to the front, keeping the order of the others: a list, or a tensor when a rank is
+    only known at run time."""
+    if all(isinstance(r, int) for r in ranks):
+        starts = [sum(ranks[:p]) for p in range(len(ranks))]
+        return starts + [a for a in range(sum(ranks)) if a not in starts]
+    ranks = tf.stack([tf.cast(r, tf.int32) for r in ranks])
+    starts = tf.cumsum(ranks, exclusive=True)
+    axes = tf.range(tf.reduce_sum(ranks))
+    is_start = tf.reduce_any(tf.equal(axes[:, None], starts[None, :]), axis=1)
+    return tf.concat([starts, tf.boolean_mask(axes, tf.logical_not(is_start))], 0)
 
 
 def _only(k, value, count):
@@ -247,10 +282,17 @@ def _finish(block, parts, dtype, unconnected):
     return st.reshape(block, shape, static)
 
 
-def _total(sizes):
-    total = 0
-    for n in sizes:
-        if not isinstance(n, int):
-            return None
-        total += n
-    return total
+def _stacks(targets, flat, forward, batched=False):
+    """What `_memory.check` needs of a Jacobian: (rows, bytes in, bytes out) per stack, one
+    stack per source in forward mode (its one-hot columns), else one per target."""
+    rows = st.per_sample_size if batched else st.size
+    if forward:
+        return [(rows(x), _memory.nbytes(x),
+                 _memory.total(_memory.nbytes(t, st.dtype_of(x)) for t in targets))
+                for x in flat]
+    every = _memory.total(_memory.nbytes(x) for x in flat)
+    return [(rows(t), _memory.nbytes(t), every) for t in targets]
+
+
+def _product(a, b):
+    return a * b if isinstance(a, int) and isinstance(b, int) else None

@@ -69,10 +69,19 @@ def as_tensors(function, name, nest):
 def per_example_losses(function, loss_fn, model, x, y, batch):
     """`loss_fn(y, model(x))` summed over all axes but the first: shape `(b,)`, checked to
     have `batch` (an int, or None when unknown) entries."""
-    losses = tf.convert_to_tensor(loss_fn(y, model(x)))
+    predictions = _returned(function, "model", model(x))
+    losses = tf.convert_to_tensor(_returned(function, "loss_fn", loss_fn(y, predictions)))
     if losses.shape.rank == 0 or not losses.shape[:1].is_compatible_with([batch]):
         raise ValueError(_loss_shape_error(function, losses, batch))
     return tf.reduce_sum(tf.reshape(losses, [tf.shape(losses)[0], -1]), axis=1)
+
+
+def _returned(function, name, value):
+    if value is None:
+        raise TypeError(message(
+            function, f"{name} returned None (a missing return statement?)",
+            f"Make {name} return its result: end it with `return ...`."))
+    return value
 
 
 def _loss_shape_error(function, losses, batch):

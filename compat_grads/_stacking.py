@@ -9,7 +9,8 @@ import re
 
 from compat_grads import _structure as st
 from compat_grads import dispatch
-from compat_grads._errors import DerivativeError, VectorizationWarning, message, warn
+from compat_grads._errors import DerivativeError, VectorizationWarning, is_ours, message, warn
+from compat_grads._options import How
 from compat_grads._tf import tf
 
 # What pfor raises, while building, when it cannot convert an op or a gradient through it.
@@ -17,7 +18,7 @@ _VECTORIZATION_ERRORS = (ValueError, TypeError, NotImplementedError, LookupError
                          tf.errors.InvalidArgumentError, tf.errors.UnimplementedError)
 
 
-def stack(backend, fn, count, like, how: st.How, reusable: bool = True):
+def stack(backend, fn, count, like, how: How, reusable: bool = True):
     """`[fn(i) for i in range(count)]` stacked on a new first axis, one stack per output.
 
     `fn` returns a flat list whose entries may be None (not connected); `like[k]` gives the
@@ -35,6 +36,8 @@ def stack(backend, fn, count, like, how: st.How, reusable: bool = True):
             with _PforLog() as log:
                 return _stack_with(fn, count, like, True, chunk)
         except _VECTORIZATION_ERRORS as err:
+            if is_ours(err):  # bad input found while tracing the rows: a loop cannot help
+                raise
             reason = f"pfor failed{log.failed_op()} with {type(err).__name__}: {last_line(err)}"
             if not reusable:
                 raise RuntimeError(message(
@@ -49,6 +52,8 @@ def stack(backend, fn, count, like, how: st.How, reusable: bool = True):
     try:
         return _stack_with(fn, count, like, False, chunk)
     except _VECTORIZATION_ERRORS as err:
+        if is_ours(err):
+            raise
         raise DerivativeError(message(
             backend.function, f"TensorFlow could not compute this derivative, neither "
             f"vectorized ({reason}) nor in a while_loop ({type(err).__name__}: "

@@ -16,7 +16,6 @@ from compat_grads._models import unwrap_variable
 from compat_grads._tf import tf
 
 FLOAT_DTYPES = (tf.float16, tf.bfloat16, tf.float32, tf.float64)
-STRATEGIES = ("auto", "reverse", "forward", "loop")
 _FLOAT_NAMES = "float16, bfloat16, float32 or float64"
 
 
@@ -25,7 +24,8 @@ class Problem:
     """One differentiation request, validated: what to differentiate and with respect to what.
 
     Exactly one of `target` (a tensor, or a nest of them when `nested_target`) and `fn` (a
-    callable taking the sources nest) is set.
+    callable taking the sources nest) is set. `argument` is the public name of the sources
+    ("source" for the batch functions, "primals", "weights"), for error messages.
     """
 
     function: str
@@ -35,6 +35,7 @@ class Problem:
     flat: list
     tape: tf.GradientTape | None = None
     nested_target: bool = False
+    argument: str = "sources"
 
     def call(self):
         """Runs the callable target on the sources; returns its (checked) output."""
@@ -50,8 +51,10 @@ class Problem:
         return tf.nest.pack_sequence_as(self.structure, flat_results)
 
 
-def make_problem(function, target, sources, tape=None, nested_target=False) -> Problem:
-    """Validates a public call's target, sources and tape into a `Problem`."""
+def make_problem(function, target, sources, tape=None, nested_target=False,
+                 argument="sources") -> Problem:
+    """Validates a public call's target, sources (the argument named `argument`) and tape
+    into a `Problem`."""
     is_callable = callable(target) and not tf.is_tensor(target)
     if is_callable and tape is not None:
         raise ValueError(message(
@@ -59,9 +62,9 @@ def make_problem(function, target, sources, tape=None, nested_target=False) -> P
             "Drop tape=: compat_grads records the callable itself."))
     if tape is not None:
         check_tape(function, tape)
-    flat = flatten_sources(function, sources, convert=is_callable)
+    flat = flatten_sources(function, sources, convert=is_callable, argument=argument)
     problem = Problem(function, None, target if is_callable else None, sources, flat, tape,
-                      nested_target)
+                      nested_target, argument)
     if not is_callable:
         problem.target = problem.check_output(target)
     return problem
@@ -90,12 +93,17 @@ def implicit_tensor(value):
 
 def check_target(function, target, returned=False):
     where = "the callable target returned" if returned else "target is"
+    if returned and target is None:
+        raise TypeError(message(
+            function, "the callable target returned None (a missing return statement?)",
+            "Return the tensor to differentiate: end the function with `return y`."))
     target = implicit_tensor(target)
     if isinstance(target, tf.Variable):
         target = tf.convert_to_tensor(target)
     if returned and not tf.is_tensor(target) and not tf.nest.is_nested(target):
         target = tf.convert_to_tensor(target)
-    if not tf.is_tensor(target) or isinstance(target, tf.SparseTensor):
+    check_dense(function, "target", target, where)
+    if not tf.is_tensor(target):
         raise TypeError(message(
             function, f"target must be a tf.Tensor or a callable f(sources) -> tf.Tensor, "
             f"but {where} {describe(target)}",
@@ -104,17 +112,57 @@ def check_target(function, target, returned=False):
     if target.dtype.base_dtype not in FLOAT_DTYPES:
         raise TypeError(message(
             function, f"target must have a floating-point dtype ({_FLOAT_NAMES}), but "
-            f"{where} {describe(target)}",
-            "Derivatives of integer or bool outputs do not exist: differentiate the float "
-            "tensor they were computed from."))
+            f"{where} {describe(target)}", _dtype_fix(target.dtype, "target")))
     return target
 
 
-def check_tape(function, tape):
-    if not isinstance(tape, tf.GradientTape):
+# Composite tensors pass tf.is_tensor, but no one op computes them, so neither tapes nor
+# tf.gradients can differentiate them as a whole.
+_DENSE_FIXES = {
+    ("target", tf.RaggedTensor):
+        "Return a dense tensor: y.to_tensor() (padded with zeros), or y.flat_values (the "
+        "stored values)",
+    ("target", tf.SparseTensor):
+        "Return a dense tensor: tf.sparse.to_dense(y), or y.values (the stored values)",
+    ("source", tf.RaggedTensor):
+        "Convert it first with x.to_tensor(), or differentiate with respect to its values: "
+        "pass x.flat_values and rebuild it inside f with x.with_flat_values(values)",
+    ("source", tf.SparseTensor):
+        "Convert it first with tf.sparse.to_dense(x), or differentiate with respect to its "
+        "values: pass x.values and rebuild it inside f with tf.SparseTensor(x.indices, "
+        "values, x.dense_shape)",
+}
+
+
+def check_dense(function, kind, value, where):
+    """A clear error for a ragged, sparse or IndexedSlices `kind` ("target" or "source")."""
+    if isinstance(value, tf.IndexedSlices):
+        fix = "Convert it to a dense tensor first: tf.convert_to_tensor(x)"
+    else:
+        fix = next((text for (k, cls), text in _DENSE_FIXES.items()
+                    if k == kind and isinstance(value, cls)), None)
+    if fix is not None:
         raise TypeError(message(
-            function, f"tape must be a tf.GradientTape, but got {describe(tape)}",
-            "Pass the GradientTape that recorded the target, or pass a callable target."))
+            function, f"{where} a {describe(value)}, but compat_grads differentiates "
+            f"dense tensors only", f"{fix}."))
+
+
+def _dtype_fix(dtype, kind):
+    """What to do about a target or source dtype that has no derivative."""
+    if dtype.is_complex:
+        return ("Complex derivatives are not supported: differentiate the real and "
+                "imaginary parts (tf.math.real, tf.math.imag) as float tensors.")
+    if dtype == tf.string:
+        return "A string tensor has no derivative: pass the float tensor it was made from."
+    if kind == "target":
+        return ("Derivatives of integer or bool outputs do not exist: differentiate the "
+                "float tensor they were computed from.")
+    return ("Integer and bool tensors have no gradient: cast them with "
+            "tf.cast(x, tf.float32) and compute the target from the cast tensor.")
+
+
+def check_tape(function, tape):
+    """The tape's type was checked with the options (`_options`); here: its record."""
     # A non-persistent tape drops its record (`_tape`) once it has computed gradients;
     # TensorFlow only notices deep inside the computation, so check here.
     if getattr(tape, "_tape", True) is None and not getattr(tape, "_persistent", True):
@@ -125,22 +173,23 @@ def check_tape(function, tape):
             "record the target again, or pass a callable target."))
 
 
-def flatten_sources(function, sources, convert=False) -> list:
+def flatten_sources(function, sources, convert=False, argument="sources") -> list:
     """The flat list of source leaves, checked: non-empty, tensors or variables, floating."""
     flat = tf.nest.flatten(sources)
     if not flat:
         raise ValueError(message(
-            function, f"sources is empty (got {sources!r})",
+            function, f"{argument} is empty (got {sources!r})",
             "Pass the tensor or variable to differentiate with respect to, or a non-empty "
             "list / tuple / dict of them."))
     return [_check_source(function, leaf, path, convert)
-            for leaf, path in zip(flat, leaf_paths(sources))]
+            for leaf, path in zip(flat, leaf_paths(sources, argument))]
 
 
 def _check_source(function, leaf, path, convert):
     leaf = implicit_tensor(unwrap_variable(leaf))
     if convert and isinstance(leaf, (np.ndarray, np.generic, float)):
         leaf = tf.convert_to_tensor(leaf)
+    check_dense(function, "source", leaf, f"{path} is")
     if not (tf.is_tensor(leaf) or isinstance(leaf, tf.Variable)):
         raise TypeError(message(
             function, f"{path} must be a tf.Tensor or tf.Variable, but got {describe(leaf)}",
@@ -149,9 +198,7 @@ def _check_source(function, leaf, path, convert):
     if leaf.dtype.base_dtype not in FLOAT_DTYPES:
         raise TypeError(message(
             function, f"{path} must be floating-point ({_FLOAT_NAMES}), but got "
-            f"{describe(leaf)}",
-            "Integer and bool tensors have no gradient: cast them with "
-            "tf.cast(x, tf.float32) and compute the target from the cast tensor."))
+            f"{describe(leaf)}", _dtype_fix(leaf.dtype, "source")))
     return leaf
 
 
@@ -166,52 +213,6 @@ def leaf_paths(structure, prefix="sources") -> list:
     return [prefix]
 
 
-@dataclasses.dataclass(frozen=True)
-class How:
-    """How to compute: strategy, what unconnected sources give, and the chunk size."""
-
-    strategy: str
-    unconnected: str
-    chunk_size: int | None = None
-
-    @property
-    def vectorize(self) -> bool:
-        return self.strategy != "loop"
-
-    def using(self, strategy) -> How:
-        return dataclasses.replace(self, strategy=strategy)
-
-
-def check_options(function, strategy, unconnected, chunk_size) -> How:
-    """The validated options of a public call."""
-    if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(
-            chunk_size, (int, np.integer)) or chunk_size < 1):
-        raise ValueError(message(
-            function, f"chunk_size must be a positive integer or None, but got "
-            f"{chunk_size!r}", "Pass how many rows (or columns) may be in flight at once."))
-    return How(check_strategy(function, strategy), check_unconnected(function, unconnected),
-               None if chunk_size is None else int(chunk_size))
-
-
-def check_strategy(function, strategy):
-    if strategy not in STRATEGIES:
-        raise ValueError(message(
-            function, f"strategy must be one of {', '.join(map(repr, STRATEGIES))}, but got "
-            f"{strategy!r}", "Use 'auto' unless you need a specific direction."))
-    return strategy
-
-
-def check_unconnected(function, unconnected) -> str:
-    value = getattr(unconnected, "value", unconnected)
-    if value not in ("none", "zero"):
-        raise ValueError(message(
-            function, f"unconnected_gradients must be 'none', 'zero' or a "
-            f"tf.UnconnectedGradients, but got {unconnected!r}",
-            "Use 'none' to get None for sources the target does not depend on, 'zero' for "
-            "zeros."))
-    return value
-
-
 def eager_tensor_error(function) -> ModeError:
     return ModeError(message(
         function, "target is an eager tensor, but no tape was given",
@@ -222,16 +223,12 @@ def check_batch(function, target, source, per_sample_scalar=False):
     """Checks that target and source share a leading batch dimension (and, if asked, that the
     target holds one scalar per sample).
 
-    Returns an assertion to run when that dimension is only known at run time, else None.
+    Returns the assertions to run when what they check is only known at run time (an
+    unknown batch size or rank), else None.
     """
-    if per_sample_scalar and not (target.shape.rank == 1 or (
-            target.shape.rank == 2 and target.shape[1] in (1, None))):
-        raise ValueError(message(
-            function, f"target must hold one scalar per sample, shape (b,) or (b, 1), but "
-            f"it has shape {target.shape}",
-            "Reduce each sample's output to the scalar whose Hessian you want (e.g. its "
-            "loss), or use hessian for the full block structure."))
-    for name, value in (("target", target), ("source", source)):
+    scalar_known = _per_sample_scalar(function, target) if per_sample_scalar else True
+    pair = (("target", target), ("source", source))
+    for name, value in pair:
         if value.shape.rank == 0:
             raise ValueError(message(
                 function, f"{name} needs a leading batch dimension, but it is a scalar",
@@ -243,11 +240,35 @@ def check_batch(function, target, source, per_sample_scalar=False):
             f"dimension), but target has shape {target.shape} and source {source.shape}",
             "Pass the batched input the per-sample outputs were computed from; for a full "
             "Jacobian between unbatched tensors use stacked_jacobian."))
-    if batch_target.is_fully_defined() and batch_source.is_fully_defined():
-        return None
-    return tf.debugging.assert_equal(
-        tf.shape(target)[0], tf.shape(source)[0],
-        message=f"compat_grads.{function}: target and source must have the same batch size")
+    guards = [tf.debugging.assert_rank_at_least(
+        value, 1, message=f"compat_grads.{function}: {name} needs a leading batch dimension")
+        for name, value in pair if value.shape.rank is None]
+    with after(tf.group(guards) if guards else None):  # shape[0] of a scalar would fail first
+        if not scalar_known:
+            guards.append(tf.debugging.assert_equal(
+                tf.size(target), tf.shape(target)[0], message=f"compat_grads.{function}: "
+                "target must hold one scalar per sample, shape (b,) or (b, 1)"))
+        if not (batch_target.is_fully_defined() and batch_source.is_fully_defined()):
+            guards.append(tf.debugging.assert_equal(
+                tf.shape(target)[0], tf.shape(source)[0], message=f"compat_grads.{function}: "
+                "target and source must have the same batch size"))
+    return tf.group(guards) if guards else None
+
+
+def _per_sample_scalar(function, target) -> bool:
+    """Whether the target is known to be `(b,)` or `(b, 1)` (False: only known at run time);
+    ValueError when it is known not to be."""
+    shape = target.shape
+    second = tf.compat.dimension_value(shape[1]) if shape.rank == 2 else None
+    if shape.rank == 1 or second == 1:
+        return True
+    if shape.rank is None or (shape.rank == 2 and second is None):
+        return False
+    raise ValueError(message(
+        function, f"target must hold one scalar per sample, shape (b,) or (b, 1), but "
+        f"it has shape {shape}",
+        "Reduce each sample's output to the scalar whose Hessian you want (e.g. its "
+        "loss), or use hessian for the full block structure."))
 
 
 def check_scalar(function, target):
@@ -330,6 +351,11 @@ def size(x):
     """Number of elements: a Python int when static, else a scalar tensor."""
     static = x.shape.num_elements()
     return static if static is not None else tf.size(x)
+
+
+def rank(x):
+    """The rank: a Python int when static, else a scalar tensor."""
+    return x.shape.rank if x.shape.rank is not None else tf.rank(x)
 
 
 def per_sample_size(x):

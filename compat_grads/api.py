@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from compat_grads import _jacobians, _models, dispatch
+from compat_grads import _jacobians, _models, _options, dispatch
 from compat_grads import _structure as st
 from compat_grads._errors import describe, message
+from compat_grads._options import MAX_BYTES
 from compat_grads._tf import tf
 from compat_grads._types import Nest, Strategy, Target, TensorLike, Unconnected
 
@@ -16,8 +17,8 @@ _library_code = tf.autograph.experimental.do_not_convert
 @_library_code
 def stacked_jacobian(target: Target, sources: Nest, *, tape: tf.GradientTape | None = None,
                      strategy: Strategy = "auto", unconnected_gradients: Unconnected = "none",
-                     chunk_size: int | None = None, compile: bool = True,
-                     jit_compile: bool = False) -> Nest:
+                     chunk_size: int | None = None, max_bytes: int | None = MAX_BYTES,
+                     compile: bool = True, jit_compile: bool = False) -> Nest:
     """The full Jacobian of `target` with respect to each source.
 
     Shape: `J[k].shape == y.shape + x_k.shape`, `J[k][i..., j...] = d y[i...] / d x_k[j...]`.
@@ -34,6 +35,9 @@ def stacked_jacobian(target: Target, sources: Nest, *, tape: tf.GradientTape | N
       unconnected_gradients: "none" (None for a source the target does not depend on) or
         "zero" (zeros of the block's shape); a `tf.UnconnectedGradients` works too.
       chunk_size: at most this many rows (or columns) in flight at once, to bound memory.
+      max_bytes: the most memory, in bytes, the result and the rows in flight at once may
+        take (default 16 GiB); a larger Jacobian raises ValueError at once, before anything
+        is built or run. Sizes known only at run time are not counted; None: no limit.
       compile: in eager mode, run a callable target through a tf.function traced once per
         callable, options and input shapes, and cached (False: run it eagerly).
       jit_compile: compile that tf.function with XLA.
@@ -42,10 +46,13 @@ def stacked_jacobian(target: Target, sources: Nest, *, tape: tf.GradientTape | N
       The blocks in the structure of `sources`, each with its source's dtype.
 
     Raises:
-      TypeError: for a target that is neither a float tensor nor a callable, or non-float
-        sources.
-      ValueError: for empty sources or an unknown strategy.
-      compat_grads.ModeError: for an eager tensor target without its tape.
+      TypeError: for a target that is neither a float tensor nor a callable (or a callable
+        that returns None), non-float, ragged or sparse sources, or an option of the wrong
+        type (a list for strategy=, a string for a bool).
+      ValueError: for empty sources, an unknown strategy, a target and sources from two
+        different graphs, or a Jacobian larger than `max_bytes`.
+      compat_grads.ModeError: for an eager tensor target without its tape, or graph tensors
+        used outside their graph's `as_default()` block.
 
     Example:
       >>> import compat_grads as cg
@@ -59,16 +66,17 @@ def stacked_jacobian(target: Target, sources: Nest, *, tape: tf.GradientTape | N
       graphs, and an extra axis if you `expand_dims`). After:
       `cg.stacked_jacobian(y, x)`, one graph of constant size, shape `y.shape + x.shape`.
     """
-    options = {"tape": tape, "strategy": strategy, "chunk_size": chunk_size,
-               "unconnected_gradients": unconnected_gradients}
+    name = "stacked_jacobian"
+    options = _options.check(name, {
+        "tape": tape, "strategy": strategy, "chunk_size": chunk_size,
+        "unconnected_gradients": unconnected_gradients, "max_bytes": max_bytes},
+        compile=compile, jit_compile=jit_compile)
     if run := dispatch.compiled(stacked_jacobian, target, (sources,), options, compile,
                                 jit_compile):
         return run()
-    name = "stacked_jacobian"
     problem = st.make_problem(name, target, sources, tape)
-    how = st.check_options(name, strategy, unconnected_gradients, chunk_size)
     backend = dispatch.backend_for(problem)
-    (blocks,) = _jacobians.jacobian_blocks(backend, problem.flat, how)
+    (blocks,) = _jacobians.jacobian_blocks(backend, problem.flat, _options.how(options))
     return problem.pack(blocks)
 
 
@@ -109,23 +117,24 @@ def per_element_gradients(target: Target, sources: Nest, *,
       Before: `tf.map_fn(lambda yi: tf.gradients(yi, x)[0], y)` (fails at run time) or a
       Python loop of `tf.gradients(y[i], x)`. After: `cg.per_element_gradients(y, x)`.
     """
-    options = {"tape": tape, "unconnected_gradients": unconnected_gradients}
+    name = "per_element_gradients"
+    options = _options.check(name, {"tape": tape,
+                                    "unconnected_gradients": unconnected_gradients},
+                             compile=compile, jit_compile=jit_compile)
     if run := dispatch.compiled(per_element_gradients, target, (sources,), options, compile,
                                 jit_compile):
         return run()
-    name = "per_element_gradients"
     problem = st.make_problem(name, target, sources, tape)
-    how = st.check_options(name, "auto", unconnected_gradients, None)
     backend = dispatch.backend_for(problem)
-    return problem.pack(_jacobians.per_element(backend, problem.flat, how))
+    return problem.pack(_jacobians.per_element(backend, problem.flat, _options.how(options)))
 
 
 @_library_code
 def batch_jacobian(target: Target, source: TensorLike, *,
                    tape: tf.GradientTape | None = None, strategy: Strategy = "auto",
                    unconnected_gradients: Unconnected = "none", independent: bool = True,
-                   chunk_size: int | None = None, compile: bool = True,
-                   jit_compile: bool = False) -> tf.Tensor | None:
+                   chunk_size: int | None = None, max_bytes: int | None = MAX_BYTES,
+                   compile: bool = True, jit_compile: bool = False) -> tf.Tensor | None:
     """Per-sample Jacobians of a batched target with respect to a batched source.
 
     Shape: `[b] + y.shape[1:] + x.shape[1:]`, `B[s, i..., j...] = d y[s, i...] / d x[s, j...]`.
@@ -146,6 +155,9 @@ def batch_jacobian(target: Target, source: TensorLike, *,
       unconnected_gradients: "none" or "zero", as in `stacked_jacobian`.
       independent: whether samples are independent (see the caveat).
       chunk_size: at most this many rows (or columns) in flight at once, to bound memory.
+      max_bytes: the most memory, in bytes, the result and the rows in flight at once may
+        take (default 16 GiB); a larger Jacobian raises ValueError at once, before anything
+        is built or run. Sizes known only at run time are not counted; None: no limit.
       compile: in eager mode, run a callable target through a tf.function traced once per
         callable, options and input shapes, and cached (False: run it eagerly).
       jit_compile: compile that tf.function with XLA.
@@ -154,8 +166,9 @@ def batch_jacobian(target: Target, source: TensorLike, *,
       The per-sample Jacobians, in the source's dtype (None if unconnected and "none").
 
     Raises:
-      ValueError: when target or source has no leading dimension, or their batch sizes
-        differ (checked at run time when unknown while building the graph).
+      ValueError: when target or source has no leading dimension, their batch sizes
+        differ (checked at run time when unknown while building the graph), or the result
+        would take more than `max_bytes`.
       TypeError, compat_grads.ModeError: as `stacked_jacobian`.
 
     Example:
@@ -168,20 +181,21 @@ def batch_jacobian(target: Target, source: TensorLike, *,
       Before: `parallel_for.gradients.batch_jacobian(y, x)` (private; crashes on an unknown
       batch size in a v1 Graph inside TF2). After: `cg.batch_jacobian(y, x)`.
     """
-    options = {"tape": tape, "strategy": strategy, "chunk_size": chunk_size,
-               "unconnected_gradients": unconnected_gradients, "independent": independent}
+    name = "batch_jacobian"
+    options = _options.check(name, {
+        "tape": tape, "strategy": strategy, "chunk_size": chunk_size,
+        "unconnected_gradients": unconnected_gradients, "independent": independent,
+        "max_bytes": max_bytes}, compile=compile, jit_compile=jit_compile)
     if run := dispatch.compiled(batch_jacobian, target, (source,), options, compile,
                                 jit_compile):
         return run()
-    name = "batch_jacobian"
-    problem = st.make_problem(name, target, source, tape)
-    how = st.check_options(name, strategy, unconnected_gradients, chunk_size)
+    problem = st.make_problem(name, target, source, tape, argument="source")
     (flat_source,) = _single_source(name, problem)
     backend = dispatch.backend_for(problem)
     compute = (_jacobians.batch_jacobian_block if independent
                else _jacobians.exact_batch_jacobian)
     with st.after(st.check_batch(name, backend.target, flat_source)):
-        return compute(backend, flat_source, how)
+        return compute(backend, flat_source, _options.how(options))
 
 
 def _single_source(name, problem):
@@ -197,8 +211,8 @@ def _single_source(name, problem):
 def per_example_gradients(loss_fn, model, x, y, *, weights: Nest = None,
                           independent: bool = True, strategy: Strategy = "auto",
                           unconnected_gradients: Unconnected = "none",
-                          chunk_size: int | None = None, compile: bool = True,
-                          jit_compile: bool = False) -> Nest:
+                          chunk_size: int | None = None, max_bytes: int | None = MAX_BYTES,
+                          compile: bool = True, jit_compile: bool = False) -> Nest:
     """Per-example gradients of a loss with respect to a model's weights.
 
     Shape: `G[k].shape == [b] + w_k.shape`, `G[k][s] = d loss_s / d w_k`, where
@@ -226,6 +240,8 @@ def per_example_gradients(loss_fn, model, x, y, *, weights: Nest = None,
         examples, the lowest memory).
       unconnected_gradients: "none" (None for a weight the loss does not use) or "zero".
       chunk_size: at most this many examples in flight at once, to bound memory.
+      max_bytes: the most memory, in bytes, the result and the examples in flight at once
+        may take (default 16 GiB), as in `stacked_jacobian`; None: no limit.
       compile: in eager mode, trace once per model, options and input shapes and cache the
         tf.function (False: run it eagerly under tapes).
       jit_compile: compile that tf.function with XLA.
@@ -236,7 +252,8 @@ def per_example_gradients(loss_fn, model, x, y, *, weights: Nest = None,
     Raises:
       TypeError: for a model or loss that is not callable, weights=None without Keras
         trainable weights, or non-float weights.
-      ValueError: for a loss that is not one per example, or strategy="forward".
+      ValueError: for a loss that is not one per example, strategy="forward", or
+        gradients larger than `max_bytes`.
       compat_grads.ModeError: for a Keras 3 model in a TF1 graph.
 
     Example (per-example clipping, as in DP-SGD):
@@ -260,22 +277,25 @@ def per_example_gradients(loss_fn, model, x, y, *, weights: Nest = None,
       `cg.per_example_gradients(loss_fn, model, x, y)`, one graph, any batch size.
     """
     name = "per_example_gradients"
+    options = _options.check(name, {
+        "loss_fn": loss_fn, "independent": independent, "strategy": strategy,
+        "unconnected_gradients": unconnected_gradients, "chunk_size": chunk_size,
+        "max_bytes": max_bytes}, compile=compile, jit_compile=jit_compile)
     weights = _models.default_weights(name, model, weights)
     x, y = _models.as_tensors(name, "x", x), _models.as_tensors(name, "y", y)
-    options = {"loss_fn": loss_fn, "independent": independent, "strategy": strategy,
-               "unconnected_gradients": unconnected_gradients, "chunk_size": chunk_size}
     if run := dispatch.compiled(_per_example_gradients, model, (weights, x, y), options,
                                 compile, jit_compile):
         return run()
     return _per_example_gradients(model, weights, x, y, **options)
 
 
-def _per_example_gradients(model, weights, x, y, *, loss_fn, independent, strategy,
-                           unconnected_gradients, chunk_size, compile=False):
+def _per_example_gradients(model, weights, x, y, *, compile=False, **options):
+    """The body of `per_example_gradients`, after its options were checked."""
     name = "per_example_gradients"
+    loss_fn, independent = options["loss_fn"], options["independent"]
     _models.check_callables(name, loss_fn, model)
     dispatch.check_model_mode(name, model)
-    how = st.check_options(name, strategy, unconnected_gradients, chunk_size)
+    how = _options.how(options)
     if how.strategy == "forward":
         raise ValueError(message(
             name, "strategy must be 'auto', 'reverse' or 'loop', but got 'forward' (each "
@@ -295,7 +315,8 @@ def _per_example(name, loss_fn, model, weights, batch, how, independent):
         return _models.per_example_losses(name, loss_fn, model, xs, ys, batch)
 
     if not independent:
-        problem = st.make_problem(name, lambda ws: losses(x, y, static), weights)
+        problem = st.make_problem(name, lambda ws: losses(x, y, static), weights,
+                                  argument="weights")
         backend = dispatch.backend_for(problem)
         (blocks,) = _jacobians.jacobian_blocks(backend, problem.flat, how.using(
             "reverse" if how.strategy == "auto" else how.strategy))
@@ -306,7 +327,7 @@ def _per_example(name, loss_fn, model, weights, batch, how, independent):
 
     # Example 0's problem picks the backend; the graph backend also walks its forward pass
     # for TF1 control flow before trying pfor (ops that nothing runs).
-    problem = st.make_problem(name, loss_of_example(0), weights)
+    problem = st.make_problem(name, loss_of_example(0), weights, argument="weights")
     backend = dispatch.backend_for(problem)
     return problem.pack(_jacobians.per_example_rows(backend, loss_of_example, count, how))
 
@@ -314,7 +335,8 @@ def _per_example(name, loss_fn, model, weights, batch, how, independent):
 @_library_code
 def hessian(target: Target, sources: Nest, *, strategy: Strategy = "auto",
             unconnected_gradients: Unconnected = "none", chunk_size: int | None = None,
-            compile: bool = True, jit_compile: bool = False) -> Nest:
+            max_bytes: int | None = MAX_BYTES, compile: bool = True,
+            jit_compile: bool = False) -> Nest:
     """Second derivatives of `target`, cross terms between sources included.
 
     Shape: `H[i][j].shape == y.shape + x_i.shape + x_j.shape`, i.e. `x.shape + x.shape` for a
@@ -335,6 +357,9 @@ def hessian(target: Target, sources: Nest, *, strategy: Strategy = "auto",
       unconnected_gradients: "none" gives None for a block whose sources do not reach the
         gradient; "zero" gives zeros.
       chunk_size: at most this many rows (or columns) in flight at once, to bound memory.
+      max_bytes: the most memory, in bytes, the result and the rows in flight at once may
+        take (default 16 GiB); a larger Jacobian raises ValueError at once, before anything
+        is built or run. Sizes known only at run time are not counted; None: no limit.
       compile: in eager mode, run a callable target through a tf.function traced once per
         callable, options and input shapes, and cached (False: run it eagerly).
       jit_compile: compile that tf.function with XLA.
@@ -345,7 +370,7 @@ def hessian(target: Target, sources: Nest, *, strategy: Strategy = "auto",
 
     Raises:
       compat_grads.ModeError: for an eager tensor target or a tape.
-      TypeError, ValueError: as `stacked_jacobian`.
+      TypeError, ValueError: as `stacked_jacobian` (a Hessian larger than `max_bytes` too).
 
     Example:
       >>> import compat_grads as cg
@@ -358,23 +383,24 @@ def hessian(target: Target, sources: Nest, *, strategy: Strategy = "auto",
       Before: `tf.hessians(y, x)` (graph only, one row at a time, no cross terms between
       sources). After: `cg.hessian(y, x)` in graphs, `cg.hessian(f, x)` everywhere.
     """
-    options = {"strategy": strategy, "chunk_size": chunk_size,
-               "unconnected_gradients": unconnected_gradients}
+    name = "hessian"
+    options = _options.check(name, {
+        "strategy": strategy, "chunk_size": chunk_size,
+        "unconnected_gradients": unconnected_gradients, "max_bytes": max_bytes},
+        compile=compile, jit_compile=jit_compile)
     if run := dispatch.compiled(hessian, target, (sources,), options, compile, jit_compile):
         return run()
-    name = "hessian"
     problem = st.make_problem(name, target, sources)
-    how = st.check_options(name, strategy, unconnected_gradients, chunk_size)
     backend = dispatch.backend_for(problem, order=2)
-    blocks = _jacobians.hessian_blocks(backend, problem.flat, how)
+    blocks = _jacobians.hessian_blocks(backend, problem.flat, _options.how(options))
     return problem.pack([problem.pack(row) for row in blocks])
 
 
 @_library_code
 def batch_hessian(target: Target, source: TensorLike, *, strategy: Strategy = "auto",
                   unconnected_gradients: Unconnected = "none", independent: bool = True,
-                  chunk_size: int | None = None, compile: bool = True,
-                  jit_compile: bool = False) -> tf.Tensor | None:
+                  chunk_size: int | None = None, max_bytes: int | None = MAX_BYTES,
+                  compile: bool = True, jit_compile: bool = False) -> tf.Tensor | None:
     """Per-sample Hessians of per-sample scalars.
 
     Shape: `[b] + x.shape[1:] + x.shape[1:]`, `B[s, i..., j...] = d² y[s] / d x[s, i...]
@@ -395,6 +421,9 @@ def batch_hessian(target: Target, source: TensorLike, *, strategy: Strategy = "a
       unconnected_gradients: "none" or "zero".
       independent: whether samples are independent (see above).
       chunk_size: at most this many rows (or columns) in flight at once, to bound memory.
+      max_bytes: the most memory, in bytes, the result and the rows in flight at once may
+        take (default 16 GiB); a larger Jacobian raises ValueError at once, before anything
+        is built or run. Sizes known only at run time are not counted; None: no limit.
       compile: in eager mode, run a callable target through a tf.function traced once per
         callable, options and input shapes, and cached (False: run it eagerly).
       jit_compile: compile that tf.function with XLA.
@@ -403,8 +432,11 @@ def batch_hessian(target: Target, source: TensorLike, *, strategy: Strategy = "a
       The per-sample Hessians in the source's dtype (None if unconnected and "none").
 
     Raises:
-      ValueError: if the target is not one scalar per sample, or batch sizes differ.
+      ValueError: if the target is not one scalar per sample, batch sizes differ (checked
+        at run time when unknown while building the graph), or the Hessians would take
+        more than `max_bytes`.
       compat_grads.ModeError: for an eager tensor target or a tape.
+      TypeError: as `stacked_jacobian`.
 
     Example:
       >>> import compat_grads as cg
@@ -418,20 +450,21 @@ def batch_hessian(target: Target, source: TensorLike, *, strategy: Strategy = "a
       Before: nested tapes and `tape.batch_jacobian`, or `tf.hessians(tf.reduce_sum(y), x)`
       (mixes samples). After: `cg.batch_hessian(f, x)`.
     """
-    options = {"strategy": strategy, "chunk_size": chunk_size,
-               "unconnected_gradients": unconnected_gradients, "independent": independent}
+    name = "batch_hessian"
+    options = _options.check(name, {
+        "strategy": strategy, "chunk_size": chunk_size,
+        "unconnected_gradients": unconnected_gradients, "independent": independent,
+        "max_bytes": max_bytes}, compile=compile, jit_compile=jit_compile)
     if run := dispatch.compiled(batch_hessian, target, (source,), options, compile,
                                 jit_compile):
         return run()
-    name = "batch_hessian"
-    problem = st.make_problem(name, target, source)
-    how = st.check_options(name, strategy, unconnected_gradients, chunk_size)
+    problem = st.make_problem(name, target, source, argument="source")
     (flat_source,) = _single_source(name, problem)
     backend = dispatch.backend_for(problem, order=2)
     compute = (_jacobians.batch_hessian_block if independent
                else _jacobians.exact_batch_hessian)
     with st.after(st.check_batch(name, backend.target, flat_source, per_sample_scalar=True)):
-        return compute(backend, flat_source, how)
+        return compute(backend, flat_source, _options.how(options))
 
 
 @_library_code
@@ -468,10 +501,12 @@ def jvp(f, primals: Nest, tangents: Nest, *, compile: bool = True, jit_compile: 
       Before: `g = tf.gradients(y, x, grad_ys=u); tf.gradients(g, u, grad_ys=v)` with a
       placeholder u. After: `cg.jvp(f, x, v)`.
     """
+    name = "jvp"
+    _options.check(name, {}, compile=compile, jit_compile=jit_compile)
     if run := dispatch.compiled(jvp, f, (primals, tangents), {}, compile, jit_compile):
         return run()
-    name = "jvp"
-    problem = st.make_problem(name, _callable(name, f), primals, nested_target=True)
+    problem = st.make_problem(name, _callable(name, f), primals, nested_target=True,
+                              argument="primals")
     flat_tangents = st.match_sources(name, "tangents", problem, tangents)
     outputs, products = dispatch.backend_for(problem).linearize(flat_tangents)
     flat_outputs = tf.nest.flatten(outputs)
@@ -510,10 +545,12 @@ def vjp(f, primals: Nest, cotangents: Nest, *, compile: bool = True,
     Migrating from TF1:
       Before: `tf.gradients(y, x, grad_ys=u)`. After: `cg.vjp(f, x, u)` in every mode.
     """
+    name = "vjp"
+    _options.check(name, {}, compile=compile, jit_compile=jit_compile)
     if run := dispatch.compiled(vjp, f, (primals, cotangents), {}, compile, jit_compile):
         return run()
-    name = "vjp"
-    problem = st.make_problem(name, _callable(name, f), primals, nested_target=True)
+    problem = st.make_problem(name, _callable(name, f), primals, nested_target=True,
+                              argument="primals")
     backend = dispatch.backend_for(problem)
     flat_cotangents = st.match_outputs(name, backend.outputs, cotangents)
     grads = backend.vjp_fn()(flat_cotangents)
@@ -554,10 +591,11 @@ def hvp(f, primals: Nest, vector: Nest, *, compile: bool = True,
       Before: `tf.gradients(tf.reduce_sum(tf.gradients(f, x)[0] * v), x)`. After:
       `cg.hvp(f, x, v)`.
     """
+    name = "hvp"
+    _options.check(name, {}, compile=compile, jit_compile=jit_compile)
     if run := dispatch.compiled(hvp, f, (primals, vector), {}, compile, jit_compile):
         return run()
-    name = "hvp"
-    problem = st.make_problem(name, _callable(name, f), primals)
+    problem = st.make_problem(name, _callable(name, f), primals, argument="primals")
     flat_vector = st.match_sources(name, "vector", problem, vector)
     backend = dispatch.backend_for(problem, order=2)
     gradient = backend.vjp_backend(

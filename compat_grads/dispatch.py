@@ -20,7 +20,7 @@ import numpy as np
 
 from compat_grads._errors import ModeError, message, warn
 from compat_grads._models import is_keras3, unwrap_variable
-from compat_grads._structure import Problem, eager_tensor_error
+from compat_grads._structure import Problem, eager_tensor_error, leaf_paths
 from compat_grads._tf import tf
 from compat_grads._types import Mode
 from compat_grads.backends.graph import GraphBackend
@@ -59,6 +59,7 @@ def backend_for(problem: Problem, order: int = 1):
     Second order (`order=2`) differentiates the first derivative again, so the target must
     be recomputable: a callable in every mode, or a graph tensor without a tape.
     """
+    _check_graphs(problem)
     if order > 1:
         _check_second_order(problem)
     check_model_mode(problem.function, problem.fn)
@@ -80,6 +81,54 @@ def check_model_mode(function: str, model) -> None:
             "In TF1 graph code use tf_keras (pip install tf-keras, and set "
             "TF_USE_LEGACY_KERAS=1 before importing TensorFlow so tf.keras is tf_keras); "
             "Keras 3 models work in eager code and in tf.function."))
+
+
+def _check_graphs(problem: Problem):
+    """Graph tensors (and variables) must belong to the graph being built, or to a graph it
+    is nested in (a tf.function or loop body traced inside it, which captures them).
+
+    TensorFlow's own errors here name its internal tensors (`Shape:0`), and a graph tensor
+    in eager code is not an eager tensor: no tape= can help."""
+    eager = execution_mode() == EAGER
+    current = None if eager else tf.compat.v1.get_default_graph()
+    named = [("target", problem.target),
+             *zip(leaf_paths(problem.structure, problem.argument), problem.flat)]
+    for what, value in named:
+        graph = _graph_of(value)
+        if graph is not None and (eager or not _encloses(current, graph)):
+            raise _foreign_graph_error(problem.function, what, eager)
+
+
+def _graph_of(value):
+    """The graph of a graph tensor or variable; None for eager ones and anything else."""
+    try:
+        return value.graph
+    except AttributeError:  # eager tensors and variables have no graph
+        return None
+
+
+def _encloses(graph, other) -> bool:
+    """Whether `other` is `graph` or a graph it is nested in (FuncGraph.outer_graph)."""
+    while graph is not None:
+        if graph is other:
+            return True
+        graph = getattr(graph, "outer_graph", None)
+    return False
+
+
+def _foreign_graph_error(function, what, eager):
+    if eager:
+        return ModeError(message(
+            function, f"{what} is a graph tensor (of a tf.Graph built in a `with "
+            "graph.as_default():` block), but this call runs eagerly, outside that block: "
+            "that graph is not the default one here",
+            "Make the call inside `with graph.as_default():` and run its result in a "
+            "tf.compat.v1.Session of that graph (in eager code, use eager tensors)."))
+    return ValueError(message(
+        function, f"{what} is a tensor of another tf.Graph than the one being built (the "
+        "default graph here): target and sources must come from one graph",
+        "Build the target from its sources in one graph, and make the call inside that "
+        "graph's `with graph.as_default():` block."))
 
 
 def _check_second_order(problem: Problem):
@@ -224,12 +273,28 @@ def compiled(public_function, target, args, options, compile, jit_compile):
     if rest and not all(isinstance(leaf, (tf.Tensor, tf.Variable))
                         for leaf in tf.nest.flatten(rest)):
         return None
+    if any(_graph_of(leaf) is not None for leaf in tf.nest.flatten((sources, rest))):
+        return None  # graph tensors in eager code: the uncompiled route explains
     bound = _variables_only(sources)
     # Each public function builds `options` in one fixed order: no sorting needed.
-    key = (public_function.__name__, tuple(options.items()), jit_compile, bound)
+    key = (public_function.__name__, tuple(map(_hashable, options.items())), jit_compile,
+           bound)
     run = CACHE.get(target, key, lambda: _compile(
         public_function, target, options, jit_compile, sources if bound else None))
     return (lambda: run(*rest)) if bound else (lambda: run(sources, *rest))
+
+
+def _hashable(item):
+    """An option as part of the cache key. Options are checked before they get here (a list
+    where a string belongs is a clear error, not an unhashable key), so only a callable
+    option can be unhashable (a loss object with __eq__ and no __hash__): it counts by
+    identity. The cached function holds it, so its id is not reused while the entry lives."""
+    name, value = item
+    try:
+        hash(value)
+    except TypeError:
+        return name, ("id", id(value))
+    return item
 
 
 def _weak_callable(target):

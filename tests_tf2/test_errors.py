@@ -19,7 +19,8 @@ def square(x):
 @pytest.mark.parametrize("dtype", [tf.int32, tf.int64, tf.bool])
 def test_integer_or_bool_sources(fn, dtype):
     x = tf.zeros((2, 2), dtype)
-    with pytest.raises(TypeError, match=rf"compat_grads\.{fn.__name__}: sources must be "
+    argument = "source" if fn is cg.batch_jacobian else "sources"
+    with pytest.raises(TypeError, match=rf"compat_grads\.{fn.__name__}: {argument} must be "
                                         rf"floating-point .* got .*{dtype.name}.*tf\.cast"):
         fn(lambda x: tf.cast(x, tf.float32), x)
 
@@ -86,13 +87,15 @@ def test_unknown_strategy_lists_valid_ones(fn):
 @pytest.mark.parametrize("fn", FUNCTIONS, ids=NAMES)
 @pytest.mark.parametrize("sources", [[], (), {}], ids=repr)
 def test_empty_sources(fn, sources):
-    with pytest.raises(ValueError, match=rf"compat_grads\.{fn.__name__}: sources is empty"):
+    argument = "source" if fn is cg.batch_jacobian else "sources"
+    with pytest.raises(ValueError, match=rf"compat_grads\.{fn.__name__}: {argument} is empty"):
         fn(lambda s: tf.constant(1.0), sources)
 
 
-@pytest.mark.parametrize("value", ["zeros", 0, None])
-def test_unknown_unconnected_gradients(value):
-    with pytest.raises(ValueError, match=r"unconnected_gradients must be 'none', 'zero'"):
+@pytest.mark.parametrize("value, error", [("zeros", ValueError), (0, TypeError),
+                                          (None, TypeError)])
+def test_unknown_unconnected_gradients(value, error):
+    with pytest.raises(error, match=r"unconnected_gradients must be 'none', 'zero'"):
         cg.stacked_jacobian(square, X, unconnected_gradients=value)
 
 

@@ -65,7 +65,8 @@ def test_second_order_of_an_eager_tensor(fn):
 
 @pytest.mark.parametrize("fn", [cg.hessian, cg.batch_hessian])
 def test_second_order_of_integer_sources(fn):
-    with pytest.raises(TypeError, match=rf"{fn.__name__}: sources must be floating-point"):
+    argument = "source" if fn is cg.batch_hessian else "sources"
+    with pytest.raises(TypeError, match=rf"{fn.__name__}: {argument} must be floating-point"):
         fn(lambda x: tf.cast(x, tf.float32), tf.constant([[1, 2]]))
 
 
@@ -77,7 +78,7 @@ def test_transforms_need_a_callable(fn, third):
 
 @pytest.mark.parametrize("fn", [cg.jvp, cg.vjp, cg.hvp])
 def test_transforms_of_integer_primals(fn):
-    with pytest.raises(TypeError, match=rf"{fn.__name__}: sources must be floating-point"):
+    with pytest.raises(TypeError, match=rf"{fn.__name__}: primals must be floating-point"):
         fn(lambda x: tf.reduce_sum(tf.cast(x, tf.float32)), tf.constant([1, 2]), 1.0)
 
 

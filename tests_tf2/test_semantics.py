@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 import compat_grads as cg
-from compat_grads import _stacking, _structure
+from compat_grads import _options, _stacking
 
 
 @pytest.mark.parametrize("value, expect_none", [
@@ -84,7 +84,7 @@ class _FailingOnce:
         return [tf.cast(i, tf.float32) * tf.ones([2])]
 
 
-HOW = _structure.How("reverse", "none")
+HOW = _options.How("reverse", "none")
 
 
 def test_failed_vectorization_falls_back_to_the_loop_with_one_warning():

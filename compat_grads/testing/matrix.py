@@ -8,7 +8,7 @@ import fnmatch
 import numpy as np
 
 import compat_grads as cg
-from compat_grads._structure import STRATEGIES
+from compat_grads._options import STRATEGIES
 from compat_grads._tf import tf
 from compat_grads.testing.cases import CASES, Case
 

@@ -1,0 +1,141 @@
+"""The options of the public functions: checked strictly, once, before anything else runs.
+
+Every public function calls `check` first, before the eager cache builds its key from the
+options (an unhashable option would otherwise fail there with TensorFlow's or Python's
+words, not ours) and before anything is built or run. A value of the wrong type is a
+`TypeError`, a value of the right type that is not allowed a `ValueError`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from compat_grads._errors import describe, message
+from compat_grads._tf import tf
+
+STRATEGIES = ("auto", "reverse", "forward", "loop")
+UNCONNECTED = ("none", "zero")
+
+MAX_BYTES = 16 * 2**30
+"""The default `max_bytes`: 16 GiB. A fixed number, not a share of this machine's memory, so
+that a call behaves the same on every machine (a graph may be built on one and run on
+another, or on a GPU whose memory is not the host's) and in the TF1 and TF2 processes of a
+port. It is far above any Jacobian a workstation computes in practice and far below the
+sizes that are plainly a mistake (a Jacobian between two 200000-vectors is 160 GB):
+TensorFlow would only fail on those after a long run, with `ResourceExhaustedError`."""
+
+
+@dataclasses.dataclass(frozen=True)
+class How:
+    """How to compute: strategy, what unconnected sources give, the chunk size and the
+    memory limit (see `compat_grads._jacobians.check_bytes`)."""
+
+    strategy: str = "auto"
+    unconnected: str = "none"
+    chunk_size: int | None = None
+    max_bytes: int | None = None
+
+    @property
+    def vectorize(self) -> bool:
+        return self.strategy != "loop"
+
+    def using(self, strategy) -> How:
+        return dataclasses.replace(self, strategy=strategy)
+
+
+def how(options: dict) -> How:
+    """The `How` of a public call's checked options."""
+    return How(options.get("strategy", "auto"), options.get("unconnected_gradients", "none"),
+               options.get("chunk_size"), options.get("max_bytes"))
+
+
+def check(function: str, options: dict, **flags) -> dict:
+    """`options` checked and normalised (the enum to its string, numpy integers to int), as
+    a new dict in the same order; `flags` (compile, jit_compile) checked to be bools."""
+    for name, value in flags.items():
+        _check_bool(function, name, value)
+    return {name: _CHECKS[name](function, name, value) for name, value in options.items()}
+
+
+def _check_bool(function, name, value):
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(message(
+            function, f"{name} must be a bool (True or False), but got {_shown(value)}",
+            f"Pass {name}=True or {name}=False (a string such as 'False' would count as "
+            "true)."))
+    return bool(value)
+
+
+def _check_choice(choices, wanted, fix):
+    def check_one(function, name, value):
+        value = getattr(value, "value", value) if name == "unconnected_gradients" else value
+        if not isinstance(value, str):
+            raise TypeError(message(
+                function, f"{name} must be {wanted}, but got {_shown(value)}", fix))
+        if value not in choices:
+            raise ValueError(message(
+                function, f"{name} must be {wanted}, but got {value!r}", fix))
+        return value
+    return check_one
+
+
+def _check_count(what):
+    def check_one(function, name, value):
+        if value is None:
+            return None
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+            raise TypeError(message(
+                function, f"{name} must be a positive integer or None, but got "
+                f"{_shown(value)}", f"Pass {what} as a Python int (or None)."))
+        if value < 1:
+            raise ValueError(message(
+                function, f"{name} must be a positive integer or None, but got {value!r}",
+                f"Pass {what} (at least 1), or None."))
+        return int(value)
+    return check_one
+
+
+def _check_tape(function, name, value):
+    if value is not None and not isinstance(value, tf.GradientTape):
+        raise TypeError(message(
+            function, f"tape must be a tf.GradientTape, but got {describe(value)}",
+            "Pass the GradientTape that recorded the target, or pass a callable target."))
+    return value
+
+
+def _check_callable(function, name, value):
+    if not callable(value):
+        raise TypeError(message(
+            function, f"{name} must be callable as {name}(y_true, y_pred), but got "
+            f"{describe(value)}", "Pass a loss function that returns one loss per example, "
+            "e.g. tf.keras.losses.MeanSquaredError(reduction='none')."))
+    return value
+
+
+def _listed(choices) -> str:
+    return ", ".join(map(repr, choices))
+
+
+def _shown(value) -> str:
+    """The value's type and, when it is short, the value itself: `str 'False'`."""
+    text = repr(value)
+    return describe(value) + (f" {text}" if len(text) <= 40 else "")
+
+
+_CHECKS = {
+    "strategy": _check_choice(
+        STRATEGIES, f"one of {_listed(STRATEGIES)}",
+        "Use 'auto' unless you need a specific direction (one string, not a list)."),
+    "unconnected_gradients": _check_choice(
+        UNCONNECTED, f"{_listed(UNCONNECTED)} or a tf.UnconnectedGradients",
+        "Use 'none' to get None for sources the target does not depend on, 'zero' for "
+        "zeros."),
+    "chunk_size": _check_count("how many rows (or columns) may be in flight at once"),
+    "max_bytes": _check_count("the most memory, in bytes, the result and the rows in "
+                              "flight may take"),
+    "independent": _check_bool,
+    "tape": _check_tape,
+    "loss_fn": _check_callable,
+}

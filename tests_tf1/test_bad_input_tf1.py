@@ -1,0 +1,290 @@
+"""Bad and unusual input in a TF1 graph (v2 behaviour disabled: RefVariables, v1 control
+flow): the TF1 subset of tests_tf2/test_bad_input.py, each kind with the exact right value
+or a compat_grads error naming the function, the argument and what to do.
+
+Routes: "tf1.callable" (a callable target) and "tf1.tensor" (the tensor it returns).
+"""
+
+import numpy as np
+import pytest
+
+import compat_grads as cg
+from compat_grads import _jacobians, _stacking
+from compat_grads._tf import tf
+from compat_grads.testing import modes, tolerances
+
+ROUTES = ("tf1.callable", "tf1.tensor")
+X = np.array([[0.5, -1.0], [2.0, 1.5]], np.float32)
+TOL = tolerances.TOLERANCE["float32"]
+_SAME = object()
+
+
+def run(build, *arrays, unknown_rank=False, variables=()):
+    """`build(*placeholders, *variables)` in a new graph, run in a Session fed `arrays`."""
+    arrays = [np.asarray(a) for a in arrays]
+    with tf.Graph().as_default():
+        feeds = [tf.compat.v1.placeholder(a.dtype, None if unknown_rank else a.shape)
+                 for a in arrays]
+        made = [tf.Variable(v) for v in variables]
+        return modes.session_values(build(*feeds, *made), dict(zip(feeds, arrays)))
+
+
+def call(route, function, f, x, *args, sources=_SAME, **options):
+    """`function` with the callable `f` or with the tensor `f(x)`, w.r.t. `sources` (x)."""
+    sources = x if sources is _SAME else sources
+    target = f if route == "tf1.callable" else f(x)
+    return function(target, sources, *args, **options)
+
+
+def raises(error, function, *parts):
+    """compat_grads.<function>'s error, its message holding `parts` in this order."""
+    return pytest.raises(error, match=rf"(?s)compat_grads\.{function}: .*" + ".*".join(parts))
+
+
+def square(x):
+    return x ** 2
+
+
+def cube_sum(x):
+    return tf.reduce_sum(x ** 3)
+
+
+def row_cube_sum(x):
+    return tf.reduce_sum(x ** 3, axis=1)
+
+
+def per_sample(blocks):
+    return np.stack([np.diag(row) for row in np.asarray(blocks, np.float64)])
+
+
+def diagonal(derivative):
+    flat = np.asarray(derivative, np.float64).ravel()
+    return np.diag(flat).reshape(derivative.shape * 2)
+
+
+TARGET_OF = {"hessian": cube_sum, "batch_hessian": row_cube_sum}
+MATERIALISING = ("stacked_jacobian", "batch_jacobian", "hessian", "batch_hessian")
+
+
+@pytest.mark.parametrize("option, value, error, got", [
+    ("independent", "False", TypeError, r"str 'False'"),
+    ("compile", "False", TypeError, r"str 'False'"),
+    ("chunk_size", [2], TypeError, r"list \[2\]"),
+    ("strategy", ["reverse"], TypeError, r"list \['reverse'\]"),
+    ("unconnected_gradients", ["zero"], TypeError, r"list \['zero'\]"),
+    ("max_bytes", "16GB", TypeError, r"str '16GB'"),
+    ("chunk_size", 0, ValueError, r"got 0")],
+    ids=["bool-option-as-string", "compile-as-string", "chunk-size-list", "strategy-list",
+         "unconnected-list", "max-bytes-string", "chunk-size-zero"])
+@pytest.mark.parametrize("name", ["batch_jacobian", "batch_hessian"])
+@pytest.mark.parametrize("route", ROUTES)
+def test_bad_option(route, name, option, value, error, got):
+    with raises(error, name, rf"{option} must be", got, r"(Pass|Use) "):
+        run(lambda x: call(route, getattr(cg, name), TARGET_OF.get(name, square), x,
+                           **{option: value}), X)
+
+
+@pytest.mark.parametrize("name", ["stacked_jacobian", "per_element_gradients", "hessian",
+                                  "batch_hessian", "jvp", "vjp", "hvp"])
+def test_callable_returns_none(name):
+    extra = (tf.ones_like,) if name in ("jvp", "vjp", "hvp") else ()
+
+    def forgot_return(x):
+        x ** 2  # noqa: B018 - the bug under test
+    with raises(TypeError, name, r"the callable target returned None", r"return"):
+        run(lambda x: getattr(cg, name)(forgot_return, x, *[e(x) for e in extra]), X)
+
+
+@pytest.mark.parametrize("independent", [True, False], ids=["independent", "exact"])
+@pytest.mark.parametrize("strategy", ["forward", "reverse", "loop"])
+@pytest.mark.parametrize("route", ROUTES)
+def test_unknown_rank_batch_jacobian(route, strategy, independent):
+    out = run(lambda x: call(route, cg.batch_jacobian, tf.sin, x, strategy=strategy,
+                             independent=independent), X, unknown_rank=True)
+    np.testing.assert_allclose(out, per_sample(np.cos(X.astype(np.float64))), rtol=TOL,
+                               atol=TOL)
+
+
+@pytest.mark.parametrize("strategy", ["forward", "reverse", "loop"])
+@pytest.mark.parametrize("route", ROUTES)
+def test_unknown_rank_stacked_jacobian(route, strategy):
+    out = run(lambda x: call(route, cg.stacked_jacobian, tf.sin, x, strategy=strategy), X,
+              unknown_rank=True)
+    np.testing.assert_allclose(out, diagonal(np.cos(X.astype(np.float64))), rtol=TOL,
+                               atol=TOL)
+
+
+@pytest.mark.parametrize("independent", [True, False], ids=["independent", "exact"])
+@pytest.mark.parametrize("route", ROUTES)
+def test_unknown_rank_batch_hessian(route, independent):
+    out = run(lambda x: call(route, cg.batch_hessian, row_cube_sum, x,
+                             independent=independent), X, unknown_rank=True)
+    np.testing.assert_allclose(out, per_sample(6 * X.astype(np.float64)), rtol=TOL)
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_unknown_rank_batch_hessian_of_more_than_one_scalar_per_sample(route):
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"compat_grads\.batch_hessian: target must hold one scalar per "
+                             r"sample"):
+        run(lambda x: call(route, cg.batch_hessian, square, x), X, unknown_rank=True)
+
+
+@pytest.mark.parametrize("kind", ["ragged", "sparse"])
+@pytest.mark.parametrize("where", ["target", "source"])
+@pytest.mark.parametrize("route", ROUTES)
+def test_ragged_or_sparse(route, where, kind):
+    def make(x):
+        if kind == "sparse":
+            return tf.sparse.from_dense(x)
+        return tf.RaggedTensor.from_row_lengths(tf.reshape(x, [-1]), [3, 1])
+
+    def build(x):
+        if where == "target":
+            return call(route, cg.stacked_jacobian, make, x)
+        reduce = tf.sparse.reduce_sum if kind == "sparse" else tf.reduce_sum
+        return call(route, cg.stacked_jacobian, reduce, make(x))
+    fix = r"to_tensor\(\)" if kind == "ragged" else r"tf\.sparse\.to_dense"
+    with raises(TypeError, "stacked_jacobian", rf"{where}\w* (is|returned) a "
+                r"(Ragged|Sparse)Tensor", r"dense tensors only", fix):
+        run(build, X)
+
+
+@pytest.mark.parametrize("strategy", ["reverse", "forward", "loop"])
+@pytest.mark.parametrize("route", ROUTES)
+def test_gather_from_a_variable_gives_indexed_slices_densified(route, strategy):
+    indices = [2, 0, 2]
+
+    def build(_, v):
+        gradient = tf.compat.v1.gradients(tf.gather(v, indices), v)[0]
+        assert isinstance(gradient, tf.IndexedSlices)  # what the library must densify
+        return call(route, cg.stacked_jacobian, lambda v: tf.gather(v, indices) * v[1], v,
+                    strategy=strategy)
+    want = np.zeros((3, 3))
+    for row, index in enumerate(indices):
+        want[row, index] += 2.0
+        want[row, 1] += [1.0, 2.0, 3.0][index]
+    np.testing.assert_array_equal(run(build, X, variables=[[1.0, 2.0, 3.0]]), want)
+
+
+@pytest.mark.parametrize("name", ["stacked_jacobian", "per_element_gradients", "hessian"])
+@pytest.mark.parametrize("which", ["target", "sources"])
+def test_two_graphs(which, name):
+    with tf.Graph().as_default():
+        other = tf.compat.v1.placeholder(tf.float32, [2, 2])
+        other_target = cube_sum(other)
+
+    def build(x):
+        if which == "target":
+            return getattr(cg, name)(other_target, x)
+        return getattr(cg, name)(cube_sum(x), other)
+    with raises(ValueError, name, rf"{which} is a tensor of another tf\.Graph", r"one graph",
+                r"as_default\(\)"):
+        run(build, X)
+
+
+@pytest.fixture
+def no_work(monkeypatch):
+    """Stacking rows is where the work starts: reaching it fails the test."""
+    def started(*args, **kwargs):
+        raise AssertionError("the Jacobian was started")
+    monkeypatch.setattr(_stacking, "stack", started)
+    monkeypatch.setattr(_jacobians, "stack", started)
+
+
+@pytest.mark.parametrize("name", MATERIALISING)
+@pytest.mark.parametrize("route", ROUTES)
+def test_jacobian_too_big_for_memory_fails_before_anything_is_built(route, name, no_work):
+    huge = 200_000
+    shape = [huge] if name in ("stacked_jacobian", "hessian") else [2, huge]
+    f = TARGET_OF.get(name, square)
+
+    def build(x):
+        graph = tf.compat.v1.get_default_graph()
+        before = len(graph.get_operations())
+        f(x)
+        forward, before = len(graph.get_operations()) - before, len(graph.get_operations())
+        with raises(ValueError, name, r"the result would take \d{12,} bytes",
+                    r"more than max_bytes=17179869184", r"chunk_size=", r"max_bytes="):
+            call(route, getattr(cg, name), f, x)
+        assert len(graph.get_operations()) - before <= forward
+        return tf.constant(0.0)
+    run(build, np.zeros(shape, np.float32))
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_a_small_max_bytes_names_the_chunk_size_that_fits(route):
+    x = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
+    with raises(ValueError, "stacked_jacobian", r"192 bytes", r"chunk_size=1 fits"):
+        run(lambda x: call(route, cg.stacked_jacobian, square, x, max_bytes=100), x)
+    out = run(lambda x: call(route, cg.stacked_jacobian, square, x, max_bytes=100,
+                             chunk_size=1), x)
+    np.testing.assert_array_equal(out, np.diag(2 * x))
+
+
+@pytest.mark.parametrize("dtype, fix", [(tf.int32, r"tf\.cast"),
+                                        (tf.complex64, r"tf\.math\.real")],
+                         ids=["int", "complex"])
+@pytest.mark.parametrize("route", ROUTES)
+def test_source_dtype_without_derivatives(route, dtype, fix):
+    with raises(TypeError, "stacked_jacobian", r"sources must be floating-point", dtype.name,
+                fix):
+        run(lambda x: call(route, cg.stacked_jacobian, lambda s: x * 2, x,
+                           sources=tf.cast(x, dtype)), X)
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_integer_target(route):
+    with raises(TypeError, "stacked_jacobian", r"target must have a floating-point dtype",
+                r"int32", r"differentiate the float"):
+        run(lambda x: call(route, cg.stacked_jacobian,
+                           lambda x: tf.argmax(x, output_type=tf.int32), x), X)
+
+
+@pytest.mark.parametrize("strategy", ["reverse", "forward", "loop"])
+@pytest.mark.parametrize("route", ROUTES)
+def test_size_zero_source_and_target(route, strategy):
+    out = run(lambda x: call(route, cg.stacked_jacobian, lambda x: x[:0] * 2, x,
+                             strategy=strategy), np.ones([3], np.float32))
+    assert out.shape == (0, 3)
+    out = run(lambda x: call(route, cg.stacked_jacobian,
+                             lambda x: tf.reduce_sum(x) + tf.ones([3]), x, strategy=strategy),
+              np.zeros([0], np.float32))
+    assert out.shape == (3, 0)
+
+
+@pytest.mark.parametrize("source", [None, object()], ids=["None", "object"])
+@pytest.mark.parametrize("route", ROUTES)
+def test_source_that_is_not_a_tensor(route, source):
+    with raises(TypeError, "stacked_jacobian", r"sources must be a tf\.Tensor",
+                rf"got {type(source).__name__}", r"Pass the tensors"):
+        run(lambda x: call(route, cg.stacked_jacobian, square, x, sources=source), X)
+
+
+@pytest.mark.parametrize("strategy", ["reverse", "forward", "loop"])
+@pytest.mark.parametrize("route", ROUTES)
+def test_nan_and_inf(route, strategy):
+    nan = run(lambda x: call(route, cg.stacked_jacobian, square, x, strategy=strategy),
+              np.array([np.nan], np.float32))
+    assert np.isnan(nan[0, 0])
+    inf = run(lambda x: call(route, cg.stacked_jacobian, tf.sqrt, x, strategy=strategy),
+              np.array([0.0], np.float32))
+    np.testing.assert_array_equal(inf, [[np.inf]])
+
+    def build(a, b):
+        return call(route, cg.stacked_jacobian, lambda s: 3.0 * s[0] + tf.stop_gradient(s[1]),
+                    [a, b], strategy=strategy, unconnected_gradients="zero")
+    da, db = run(build, np.array([1.0, 2.0], np.float32), np.array([np.nan, np.inf], np.float32))
+    np.testing.assert_array_equal(da, 3.0 * np.eye(2))
+    np.testing.assert_array_equal(db, np.zeros((2, 2)))
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_integer_valued_op(route):
+    x = np.array([1.5, -2.25, 3.0], np.float32)
+    through = run(lambda x: call(route, cg.stacked_jacobian, lambda x: x * tf.floor(x), x), x)
+    np.testing.assert_array_equal(through, np.diag(np.floor(x)))
+    assert run(lambda x: call(route, cg.stacked_jacobian, tf.floor, x), x) is None
+    zeros = run(lambda x: call(route, cg.stacked_jacobian, tf.floor, x,
+                               unconnected_gradients="zero"), x)
+    np.testing.assert_array_equal(zeros, np.zeros((3, 3)))

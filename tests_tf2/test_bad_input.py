@@ -1,0 +1,757 @@
+"""Bad and unusual input: each kind gets the exact right value or a compat_grads error that
+names the function and the argument and says what to do, on every route where it can occur.
+
+A route is `<mode>.<target>`: the mode is "eager", "function" (inside a tf.function) or
+"v1graph" (a tf.Graph inside TF2, run in a Session); the target is a callable ("callable",
+compiled and cached in eager mode, "uncompiled" with compile=False), a tensor ("tensor") or
+an eager tensor with the tape that recorded it ("tape"). tests_tf1/test_bad_input_tf1.py
+runs the TF1 subset in a TF1 process.
+"""
+
+import numpy as np
+import pytest
+
+import compat_grads as cg
+from compat_grads import _jacobians, _stacking
+from compat_grads._tf import tf
+from compat_grads.testing import modes, tolerances
+
+CALLABLE = ("eager.callable", "eager.uncompiled", "function.callable", "v1graph.callable")
+TENSOR = ("eager.tape", "function.tensor", "v1graph.tensor")
+ROUTES = CALLABLE + TENSOR
+GRAPHS = ("function.callable", "function.tensor", "v1graph.callable", "v1graph.tensor")
+"""The routes where a rank or a batch size can be unknown while building."""
+X = np.array([[0.5, -1.0], [2.0, 1.5]], np.float32)
+TOL = tolerances.TOLERANCE["float32"]
+_SAME = object()
+
+FUNCTIONS = ("stacked_jacobian", "per_element_gradients", "batch_jacobian",
+             "per_example_gradients", "hessian", "batch_hessian", "jvp", "vjp", "hvp")
+MATERIALISING = ("stacked_jacobian", "batch_jacobian", "per_example_gradients", "hessian",
+                 "batch_hessian")
+TAKES = {
+    "compile": FUNCTIONS,
+    "jit_compile": FUNCTIONS,
+    "independent": ("batch_jacobian", "per_example_gradients", "batch_hessian"),
+    "strategy": MATERIALISING,
+    "chunk_size": MATERIALISING,
+    "max_bytes": MATERIALISING,
+    "unconnected_gradients": MATERIALISING + ("per_element_gradients",),
+}
+
+
+def routes_of(name):
+    """The routes `name` can be called on: tensor targets need tape= in eager mode, which
+    second order cannot use; the model, jvp, vjp and hvp functions take callables only."""
+    if name in ("per_example_gradients", "jvp", "vjp", "hvp"):
+        return CALLABLE
+    if name in ("hessian", "batch_hessian"):
+        return CALLABLE + ("function.tensor", "v1graph.tensor")
+    return ROUTES
+
+
+def argument_of(name):
+    """The public name of the sources argument of the function `name`."""
+    return {"batch_jacobian": "source", "batch_hessian": "source", "jvp": "primals",
+            "vjp": "primals", "hvp": "primals", "per_example_gradients": "weights"}.get(
+                name, "sources")
+
+
+def run(route, build, *arrays, unknown_rank=False, variables=()):
+    """`build(*tensors, *variables)` in the route's mode, one input tensor per array and one
+    variable per initial value in `variables`; numpy values out. With `unknown_rank` the
+    inputs' rank is unknown while building (graph modes)."""
+    arrays = [np.asarray(a) for a in arrays]
+    mode = route.split(".")[0]
+    if mode == "v1graph":
+        with tf.Graph().as_default():
+            feeds = [tf.compat.v1.placeholder(a.dtype, None if unknown_rank else a.shape)
+                     for a in arrays]
+            made = [tf.Variable(v) for v in variables]
+            return modes.session_values(build(*feeds, *made), dict(zip(feeds, arrays)))
+    tensors = [tf.constant(a) for a in arrays]
+    made = [tf.Variable(v) for v in variables]  # a tf.function cannot create them twice
+    if mode == "function":
+        specs = [tf.TensorSpec(None if unknown_rank else a.shape, a.dtype) for a in arrays]
+        return modes.to_numpy(tf.function(lambda *t: build(*t, *made), input_signature=specs,
+                                          autograph=False)(*tensors))
+    return modes.to_numpy(build(*tensors, *made))
+
+
+def call(route, function, f, x, *args, sources=_SAME, **options):
+    """`function` on the route: given the callable `f`, or the tensor `f(x)` (with the tape
+    that recorded it on "eager.tape"), with respect to `sources` (default: x)."""
+    sources = x if sources is _SAME else sources
+    kind = route.split(".")[1]
+    if kind == "uncompiled":
+        options["compile"] = False
+    if kind in ("callable", "uncompiled"):
+        return function(f, sources, *args, **options)
+    if kind == "tape":
+        with tf.GradientTape(persistent=True) as tape:
+            tape.watch(x)
+            target = f(x)
+        return function(target, sources, *args, tape=tape, **options)
+    return function(f(x), sources, *args, **options)
+
+
+def raises(error, function, *parts):
+    """`pytest.raises` for compat_grads.<function>'s error whose message holds `parts`
+    (regular expressions) in this order: the argument, what it got, what to do."""
+    return pytest.raises(error, match=rf"(?s)compat_grads\.{function}: .*" + ".*".join(parts))
+
+
+def square(x):
+    return x ** 2
+
+
+def cube_sum(x):
+    return tf.reduce_sum(x ** 3)
+
+
+def row_cube_sum(x):
+    return tf.reduce_sum(x ** 3, axis=1)
+
+
+def standard(name, route, x, variable=None, **options):
+    """A valid call of the public function `name` on the route, with `options` added."""
+    function = getattr(cg, name)
+    if name == "per_example_gradients":
+        w = tf.Variable([[1.0], [2.0]]) if variable is None else variable
+        if route.endswith("uncompiled"):
+            options["compile"] = False
+        return function(lambda y_true, y_pred: (y_true - y_pred) ** 2,
+                        lambda v: tf.matmul(v, w), x, x[:, :1], weights=[w], **options)
+    if name in ("jvp", "vjp", "hvp"):
+        f = cube_sum if name == "hvp" else square
+        return call(route, lambda f, x, **kw: function(f, x, tf.ones_like(x), **kw), f, x,
+                    **options)
+    f = {"hessian": cube_sum, "batch_hessian": row_cube_sum}.get(name, square)
+    return call(route, function, f, x, **options)
+
+
+def jacobian_of_elementwise(derivative):
+    """The analytic Jacobian `x.shape + x.shape` of an elementwise function."""
+    flat = np.asarray(derivative, np.float64).ravel()
+    return np.diag(flat).reshape(derivative.shape * 2)
+
+
+def per_sample(blocks):
+    """`[b] + d + d` per-sample blocks of a `[b, d]` elementwise derivative."""
+    return np.stack([np.diag(row) for row in np.asarray(blocks, np.float64)])
+
+
+# ----------------------------------------------------------------------------------------
+# Options: strictly typed, checked before anything else (the eager cache key included).
+
+BAD_OPTIONS = [  # id, option, value, error, what the message says it got, the fix
+    ("bool-option-as-string", "independent", "False", TypeError, r"str 'False'",
+     r"Pass independent=True or independent=False"),
+    ("compile-as-string", "compile", "False", TypeError, r"str 'False'",
+     r"Pass compile=True or compile=False"),
+    ("jit-compile-as-int", "jit_compile", 1, TypeError, r"int 1",
+     r"Pass jit_compile=True or jit_compile=False"),
+    ("chunk-size-list", "chunk_size", [2], TypeError, r"list \[2\]", r"Pass how many rows"),
+    ("chunk-size-float", "chunk_size", 2.0, TypeError, r"float 2\.0", r"Python int"),
+    ("chunk-size-zero", "chunk_size", 0, ValueError, r"got 0", r"at least 1"),
+    ("strategy-list", "strategy", ["reverse"], TypeError, r"list \['reverse'\]",
+     r"Use 'auto'.*not a list"),
+    ("strategy-misspelt", "strategy", "Reverse", ValueError, r"'Reverse'", r"Use 'auto'"),
+    ("unconnected-list", "unconnected_gradients", ["zero"], TypeError, r"list \['zero'\]",
+     r"Use 'none'.*'zero'"),
+    ("unconnected-none", "unconnected_gradients", None, TypeError, r"NoneType",
+     r"Use 'none'"),
+    ("max-bytes-string", "max_bytes", "16GB", TypeError, r"str '16GB'",
+     r"Pass the most memory"),
+    ("max-bytes-negative", "max_bytes", -1, ValueError, r"got -1", r"at least 1"),
+]
+
+
+def _option_params():
+    """Each bad option on each function that takes it, on each route of the function (but
+    compile= on the route that sets it)."""
+    return [pytest.param(name, route, option, value, error, got, fix,
+                         id=f"{case}-{name}-{route}")
+            for case, option, value, error, got, fix in BAD_OPTIONS
+            for name in TAKES[option] for route in routes_of(name)
+            if not (option == "compile" and route == "eager.uncompiled")]
+
+
+@pytest.mark.parametrize("name, route, option, value, error, got, fix", _option_params())
+def test_bad_option(name, route, option, value, error, got, fix):
+    with raises(error, name, rf"{option} must be", got, fix):
+        run(route, lambda x, w: standard(name, route, x, w, **{option: value}), X,
+            variables=[[[1.0], [2.0]]])
+
+
+@pytest.mark.parametrize("route", CALLABLE)
+def test_numpy_bool_option_counts_as_a_bool(route):
+    out = run(route, lambda x: standard("batch_jacobian", route, x, independent=np.False_), X)
+    np.testing.assert_allclose(out, per_sample(2 * X), rtol=TOL)
+
+
+@pytest.mark.parametrize("route", CALLABLE)
+def test_loss_fn_not_callable(route):
+    with raises(TypeError, "per_example_gradients", r"loss_fn must be callable", r"dict",
+                r"Pass a loss function"):
+        run(route, lambda x, w: cg.per_example_gradients(
+            {"loss": "mse"}, lambda v: v * w, x, x, weights=[w],
+            compile=not route.endswith("uncompiled")), X, variables=[1.0])
+
+
+@pytest.mark.parametrize("name", ("stacked_jacobian", "per_element_gradients",
+                                  "batch_jacobian"))
+@pytest.mark.parametrize("route", TENSOR)
+def test_tape_of_the_wrong_type(name, route):
+    with raises(TypeError, name, r"tape must be a tf\.GradientTape", r"got str",
+                r"Pass the GradientTape"):
+        run(route, lambda x: getattr(cg, name)(square(x), x, tape="tape"), X)
+
+
+# ----------------------------------------------------------------------------------------
+# Callables that return None (a forgotten `return`).
+
+def forgot_return(x):
+    x ** 2  # noqa: B018 - the bug under test
+
+
+@pytest.mark.parametrize("name, route", [pytest.param(n, r, id=f"{n}-{r}") for n in FUNCTIONS
+                                         if n != "per_example_gradients" for r in CALLABLE])
+def test_callable_returns_none(name, route):
+    function = getattr(cg, name)
+    extra = (tf.ones_like,) if name in ("jvp", "vjp", "hvp") else ()
+
+    def build(x):
+        return call(route, lambda f, x, **kw: function(f, x, *[e(x) for e in extra], **kw),
+                    forgot_return, x)
+    with raises(TypeError, name, r"the callable target returned None", r"return"):
+        run(route, build, X)
+
+
+@pytest.mark.parametrize("route", CALLABLE)
+def test_callable_returns_none_inside_a_nest(route):
+    with raises(TypeError, "jvp", r"the callable target returned None", r"return"):
+        run(route, lambda x: call(route, lambda f, x, **kw: cg.jvp(f, x, x, **kw),
+                                  lambda x: [x, None], x), X)
+
+
+@pytest.mark.parametrize("which", ["model", "loss_fn"])
+@pytest.mark.parametrize("route", CALLABLE)
+def test_model_or_loss_returns_none(route, which):
+    def build(x, w):
+        model = (lambda v: None) if which == "model" else (lambda v: tf.matmul(v, w))
+        loss = (lambda t, p: None) if which == "loss_fn" else (lambda t, p: (t - p) ** 2)
+        return cg.per_example_gradients(loss, model, x, x[:, :1], weights=[w],
+                                        compile=not route.endswith("uncompiled"))
+    with raises(TypeError, "per_example_gradients", rf"{which} returned None", r"return"):
+        run(route, build, X, variables=[[[1.0], [2.0]]])
+
+
+# ----------------------------------------------------------------------------------------
+# Unknown rank while building (TensorSpec(None), placeholder(shape=None)): exact values.
+
+@pytest.mark.parametrize("strategy", ["forward", "reverse", "loop"])
+@pytest.mark.parametrize("route", GRAPHS)
+def test_unknown_rank_stacked_jacobian(route, strategy):
+    out = run(route, lambda x: call(route, cg.stacked_jacobian, tf.sin, x, strategy=strategy),
+              X, unknown_rank=True)
+    np.testing.assert_allclose(out, jacobian_of_elementwise(np.cos(X.astype(np.float64))),
+                               rtol=TOL, atol=TOL)
+
+
+@pytest.mark.parametrize("independent", [True, False], ids=["independent", "exact"])
+@pytest.mark.parametrize("strategy", ["forward", "reverse"])
+@pytest.mark.parametrize("route", GRAPHS)
+def test_unknown_rank_batch_jacobian(route, strategy, independent):
+    out = run(route, lambda x: call(route, cg.batch_jacobian, tf.sin, x, strategy=strategy,
+                                    independent=independent), X, unknown_rank=True)
+    np.testing.assert_allclose(out, per_sample(np.cos(X.astype(np.float64))), rtol=TOL,
+                               atol=TOL)
+
+
+@pytest.mark.parametrize("independent", [True, False], ids=["independent", "exact"])
+@pytest.mark.parametrize("route", GRAPHS)
+def test_unknown_rank_batch_hessian(route, independent):
+    out = run(route, lambda x: call(route, cg.batch_hessian, row_cube_sum, x,
+                                    independent=independent), X, unknown_rank=True)
+    np.testing.assert_allclose(out, per_sample(6 * X.astype(np.float64)), rtol=TOL)
+
+
+@pytest.mark.parametrize("strategy", ["forward", "reverse"])
+@pytest.mark.parametrize("route", GRAPHS)
+def test_unknown_rank_hessian(route, strategy):
+    out = run(route, lambda x: call(route, cg.hessian, cube_sum, x, strategy=strategy), X,
+              unknown_rank=True)
+    np.testing.assert_allclose(out, jacobian_of_elementwise(6 * X.astype(np.float64)),
+                               rtol=TOL)
+
+
+@pytest.mark.parametrize("route", GRAPHS)
+def test_unknown_rank_per_element_gradients(route):
+    out = run(route, lambda x: call(route, cg.per_element_gradients, tf.sin, x), X,
+              unknown_rank=True)
+    np.testing.assert_allclose(out, np.cos(X.astype(np.float64)), rtol=TOL)
+
+
+UNKNOWN_RANK_PRODUCTS = {  # name: (call, analytic value at X)
+    "jvp": (lambda x: cg.jvp(tf.sin, x, tf.ones_like(x))[1], lambda x: np.cos(x)),
+    "vjp": (lambda x: cg.vjp(tf.sin, x, tf.ones_like(x))[1], lambda x: np.cos(x)),
+    "hvp": (lambda x: cg.hvp(cube_sum, x, tf.ones_like(x)), lambda x: 6 * x),
+    "stacked_jacobian-chunked": (
+        lambda x: cg.stacked_jacobian(tf.sin, x, chunk_size=1),
+        lambda x: jacobian_of_elementwise(np.cos(x))),
+    "hessian-loop": (lambda x: cg.hessian(cube_sum, x, strategy="loop"),
+                     lambda x: jacobian_of_elementwise(6 * x)),
+}
+
+
+@pytest.mark.parametrize("name", UNKNOWN_RANK_PRODUCTS)
+@pytest.mark.parametrize("mode", ["function", "v1graph"])
+def test_unknown_rank_products_and_chunks(mode, name):
+    compute, analytic = UNKNOWN_RANK_PRODUCTS[name]
+    out = run(f"{mode}.callable", compute, X, unknown_rank=True)
+    np.testing.assert_allclose(out, analytic(X.astype(np.float64)), rtol=TOL, atol=TOL)
+
+
+@pytest.mark.parametrize("independent", [True, False], ids=["independent", "exact"])
+@pytest.mark.parametrize("mode", ["function", "v1graph"])
+def test_unknown_rank_per_example_gradients(mode, independent):
+    def build(x, w):
+        return cg.per_example_gradients(lambda t, p: (t - p) ** 2, lambda v: tf.matmul(v, w),
+                                        x, x[:, :1], weights=w, independent=independent)
+    w = np.array([[1.0], [2.0]], np.float32)
+    out = run(f"{mode}.callable", build, X, unknown_rank=True, variables=[w])
+    residual = X.astype(np.float64) @ w - X[:, :1]  # d (x·w - y)² / dw = 2 (x·w - y) x
+    np.testing.assert_allclose(out, (2 * residual * X)[:, :, None], rtol=TOL)
+
+
+@pytest.mark.parametrize("route", GRAPHS)
+def test_unknown_rank_batch_hessian_of_more_than_one_scalar_per_sample(route):
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"compat_grads\.batch_hessian: target must hold one scalar per "
+                             r"sample, shape \(b,\) or \(b, 1\)"):
+        run(route, lambda x: call(route, cg.batch_hessian, square, x), X, unknown_rank=True)
+
+
+@pytest.mark.parametrize("route", GRAPHS)
+def test_unknown_rank_scalar_fed_to_batch_jacobian(route):
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"compat_grads\.batch_jacobian: (target|source) needs a leading "
+                             r"batch dimension"):
+        run(route, lambda x: call(route, cg.batch_jacobian, tf.sin, x), np.float32(1.0),
+            unknown_rank=True)
+
+
+# ----------------------------------------------------------------------------------------
+# Ragged, sparse and IndexedSlices: dense tensors only, with the conversion to use.
+
+def _ragged(x):
+    return tf.RaggedTensor.from_row_lengths(tf.reshape(x, [-1]), [3, 1])
+
+
+def _sparse(x):
+    return tf.sparse.from_dense(x)
+
+
+@pytest.mark.parametrize("make, fix", [(_ragged, r"to_tensor\(\).*flat_values"),
+                                       (_sparse, r"tf\.sparse\.to_dense.*values")],
+                         ids=["ragged", "sparse"])
+@pytest.mark.parametrize("name", ["stacked_jacobian", "per_element_gradients",
+                                  "batch_jacobian"])
+@pytest.mark.parametrize("route", ROUTES)
+def test_ragged_or_sparse_target(route, name, make, fix):
+    with raises(TypeError, name, r"target (is|returned) a (Ragged|Sparse)Tensor",
+                r"dense tensors only", fix):
+        run(route, lambda x: call(route, getattr(cg, name), make, x), X)
+
+
+@pytest.mark.parametrize("make, fix", [(_ragged, r"x\.to_tensor\(\).*with_flat_values"),
+                                       (_sparse, r"tf\.sparse\.to_dense\(x\).*SparseTensor")],
+                         ids=["ragged", "sparse"])
+@pytest.mark.parametrize("name", ["stacked_jacobian", "per_element_gradients", "hessian"])
+@pytest.mark.parametrize("route", CALLABLE + ("function.tensor", "v1graph.tensor"))
+def test_ragged_or_sparse_source(route, name, make, fix):
+    def build(x):
+        composite = make(x)
+        f = tf.sparse.reduce_sum if make is _sparse else tf.reduce_sum
+        return call(route, getattr(cg, name), f, composite)
+    with raises(TypeError, name, r"sources is a (Ragged|Sparse)Tensor", r"dense tensors only",
+                fix):
+        run(route, build, X)
+
+
+@pytest.mark.parametrize("strategy", ["reverse", "forward", "loop"])
+@pytest.mark.parametrize("route", ROUTES)
+def test_gather_from_a_variable_gives_indexed_slices_densified(route, strategy):
+    """tf.gather on a variable has an IndexedSlices gradient; repeated indices add up."""
+    indices = [2, 0, 2]
+
+    def build(_, v):
+        return call(route, cg.stacked_jacobian, lambda v: tf.gather(v, indices) * v[1], v,
+                    strategy=strategy)
+    want = np.zeros((3, 3))
+    for row, index in enumerate(indices):
+        want[row, index] += 2.0  # d(v[i] * v[1]) / dv[i] = v[1]
+        want[row, 1] += [1.0, 2.0, 3.0][index]  # and / dv[1] = v[i]
+    np.testing.assert_array_equal(run(route, build, X, variables=[[1.0, 2.0, 3.0]]), want)
+
+
+# ----------------------------------------------------------------------------------------
+# Tensors of another graph, and graph tensors used eagerly after their as_default() block.
+
+def _foreign_placeholder():
+    """A placeholder of another graph, and a scalar target computed from it there."""
+    with tf.Graph().as_default():
+        other = tf.compat.v1.placeholder(tf.float32, [2, 2])
+        return other, cube_sum(other)
+
+
+@pytest.mark.parametrize("name", ["stacked_jacobian", "per_element_gradients",
+                                  "batch_jacobian"])
+@pytest.mark.parametrize("route", GRAPHS)
+def test_source_from_another_graph(route, name):
+    other, _ = _foreign_placeholder()
+    if route.endswith("tensor"):
+        def build(x):
+            return getattr(cg, name)(square(x), other)
+    else:
+        def build(x):
+            return getattr(cg, name)(square, other)
+    with raises(ValueError, name, rf"{argument_of(name)} is a tensor of another tf\.Graph",
+                r"one graph", r"as_default\(\)"):
+        run(route, build, X)
+
+
+@pytest.mark.parametrize("name", ["stacked_jacobian", "per_element_gradients", "hessian"])
+def test_target_from_another_graph(name):
+    _, target = _foreign_placeholder()
+    with raises(ValueError, name, r"target is a tensor of another tf\.Graph", r"one graph"):
+        run("v1graph.tensor", lambda x: getattr(cg, name)(target, x), X)
+
+
+@pytest.mark.parametrize("name", ["stacked_jacobian", "per_element_gradients",
+                                  "batch_jacobian", "hessian"])
+@pytest.mark.parametrize("route", ["eager.callable", "eager.uncompiled", "eager.tensor"])
+def test_graph_tensors_used_eagerly_after_their_block(route, name):
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [2, 2])
+        y = tf.reduce_sum(x ** 3)
+    what = "target" if route == "eager.tensor" else argument_of(name)
+    with raises(cg.ModeError, name, rf"{what} is a graph tensor", r"runs eagerly",
+                r"not the default one", r"inside `with graph\.as_default\(\):`"):
+        if route == "eager.tensor":
+            getattr(cg, name)(y, x)
+        else:
+            getattr(cg, name)(cube_sum, x, compile=route == "eager.callable")
+
+
+# ----------------------------------------------------------------------------------------
+# A Jacobian that cannot fit: refused at once, before anything is built or run.
+
+@pytest.fixture
+def no_work(monkeypatch):
+    """Stacking rows is where the work (and the memory) starts: here it fails the test, so a
+    missing check never allocates anything."""
+    def started(*args, **kwargs):
+        raise AssertionError("the Jacobian was started")
+    monkeypatch.setattr(_stacking, "stack", started)
+    monkeypatch.setattr(_jacobians, "stack", started)
+
+
+HUGE = 200_000  # a 200000 x 200000 float32 Jacobian: 160 GB
+
+
+def _huge_target(name, w):
+    """The target of the huge case of `name`; `w` holds the per-example model's weights."""
+    if name == "per_example_gradients":
+        return lambda v: v * tf.reduce_sum(w)
+    return {"hessian": cube_sum, "batch_hessian": row_cube_sum}.get(name, square)
+
+
+def _huge_call(name, route, x, w):
+    f = _huge_target(name, w)
+    if name == "per_example_gradients":  # 100000 examples x 200000 weights: 80 GB
+        return cg.per_example_gradients(lambda t, p: (t - p) ** 2, f, x, x, weights=[w],
+                                        compile=not route.endswith("uncompiled"))
+    return call(route, getattr(cg, name), f, x)
+
+
+@pytest.mark.parametrize("name, route", [pytest.param(n, r, id=f"{n}-{r}") for n in MATERIALISING
+                                         for r in routes_of(n)])
+def test_jacobian_too_big_for_memory_fails_before_anything_is_built(name, route, no_work):
+    shape = {"stacked_jacobian": [HUGE], "hessian": [HUGE],
+             "per_example_gradients": [HUGE // 2, 1]}.get(name, [2, HUGE])
+
+    def build(x, w):
+        graph = None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
+
+        def ops():
+            return len(graph.get_operations()) if graph else 0
+        before = ops()
+        _huge_target(name, w)(x)
+        forward, before = ops() - before, ops()  # the ops of one forward pass
+        with raises(ValueError, name, r"the result would take \d{11,} bytes", r"in all, more "
+                    r"than max_bytes=17179869184 \(16\.0 GiB\)", r"chunk_size=", r"max_bytes="):
+            _huge_call(name, route, x, w)
+        assert ops() - before <= forward  # at most the forward pass was built
+        return tf.constant(0.0)
+    run(route, build, np.zeros(shape, np.float32), variables=[np.zeros(HUGE, np.float32)])
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_a_small_max_bytes_names_the_chunk_size_that_fits(route):
+    x = np.array([1.0, 2.0, 3.0, 4.0], np.float32)  # result 64 bytes, 4 rows of 32 at once
+    with raises(ValueError, "stacked_jacobian", r"result would take 64 bytes", r"192 bytes",
+                r"max_bytes=100",
+                r"chunk_size=1 fits"):
+        run(route, lambda x: call(route, cg.stacked_jacobian, square, x, max_bytes=100), x)
+    for options in ({"max_bytes": 100, "chunk_size": 1}, {"max_bytes": None}):
+        out = run(route, lambda x, options=options: call(route, cg.stacked_jacobian, square,
+                                                         x, **options), x)
+        np.testing.assert_array_equal(out, np.diag(2 * x))
+
+
+# ----------------------------------------------------------------------------------------
+# Dtypes.
+
+@pytest.mark.parametrize("dtype, fix", [
+    (tf.int32, r"tf\.cast\(x, tf\.float32\)"), (tf.string, r"A string tensor"),
+    (tf.complex64, r"tf\.math\.real, tf\.math\.imag"), (tf.bool, r"tf\.cast")],
+    ids=["int", "string", "complex", "bool"])
+@pytest.mark.parametrize("route", ROUTES)
+def test_source_dtype_without_derivatives(route, dtype, fix):
+    def build(x):
+        source = tf.strings.as_string(x) if dtype == tf.string else tf.cast(x, dtype)
+        return call(route, cg.stacked_jacobian, lambda s: x * 2, source)
+    with raises(TypeError, "stacked_jacobian", r"sources must be floating-point",
+                rf"{dtype.name}", fix):
+        run(route, build, X)
+
+
+@pytest.mark.parametrize("make, dtype, fix", [
+    (lambda x: tf.argmax(x, output_type=tf.int32), "int32", r"differentiate the float"),
+    (lambda x: tf.complex(x, x), "complex64", r"tf\.math\.real")], ids=["int", "complex"])
+@pytest.mark.parametrize("route", ROUTES)
+def test_target_dtype_without_derivatives(route, make, dtype, fix):
+    with raises(TypeError, "stacked_jacobian", r"target must have a floating-point dtype",
+                dtype, fix):
+        run(route, lambda x: call(route, cg.stacked_jacobian, make, x), X)
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_mixed_float_dtypes_each_block_in_its_sources_dtype(route):
+    def build(x):
+        a, b = tf.cast(x[0], tf.float16), tf.cast(x[1], tf.float64)
+        f = lambda s: tf.cast(s[0], tf.float64) * s[1]  # noqa: E731
+        return call(route, cg.stacked_jacobian, f, [a, b])
+    out = run(route, build, X)
+    assert [o.dtype for o in out] == [np.float16, np.float64]
+    x = X.astype(np.float64)
+    np.testing.assert_array_equal(out[0], np.diag(x[1]).astype(np.float16))
+    np.testing.assert_array_equal(out[1], np.diag(x[0].astype(np.float16).astype(np.float64)))
+
+
+@pytest.mark.parametrize("strategy", ["reverse", "forward", "loop"])
+@pytest.mark.parametrize("route", ROUTES)
+def test_float64_sources_stay_float64(route, strategy):
+    out = run(route, lambda x: call(route, cg.stacked_jacobian, tf.sin, x, strategy=strategy),
+              X.astype(np.float64))
+    assert out.dtype == np.float64
+    np.testing.assert_allclose(out, jacobian_of_elementwise(np.cos(X.astype(np.float64))),
+                               rtol=1e-15, atol=1e-15)
+
+
+# ----------------------------------------------------------------------------------------
+# Shapes: size-0 dimensions, batches that do not match, no batch axis.
+
+@pytest.mark.parametrize("strategy", ["reverse", "forward", "loop"])
+@pytest.mark.parametrize("route", ROUTES)
+def test_size_zero_source(route, strategy):
+    out = run(route, lambda x: call(route, cg.stacked_jacobian,
+                                    lambda x: tf.reduce_sum(x) + tf.ones([3]), x,
+                                    strategy=strategy), np.zeros([0], np.float32))
+    assert out.shape == (3, 0) and out.dtype == np.float32
+
+
+@pytest.mark.parametrize("strategy", ["reverse", "forward", "loop"])
+@pytest.mark.parametrize("route", ROUTES)
+def test_size_zero_target(route, strategy):
+    out = run(route, lambda x: call(route, cg.stacked_jacobian, lambda x: x[:0] * 2, x,
+                                    strategy=strategy), np.ones([3], np.float32))
+    assert out.shape == (0, 3)
+
+
+@pytest.mark.parametrize("name", ["batch_jacobian", "batch_hessian"])
+@pytest.mark.parametrize("route", CALLABLE + ("function.tensor", "v1graph.tensor"))
+def test_size_zero_batch(route, name):
+    f = row_cube_sum if name == "batch_hessian" else square
+    out = run(route, lambda x: call(route, getattr(cg, name), f, x,
+                                    unconnected_gradients="zero"), np.zeros([0, 2], np.float32))
+    assert out.shape == (0, 2, 2)
+
+
+@pytest.mark.parametrize("name", ["batch_jacobian", "batch_hessian"])
+@pytest.mark.parametrize("route", CALLABLE + ("function.tensor", "v1graph.tensor"))
+def test_batch_sizes_differ(route, name):
+    def f(x):
+        return tf.reduce_sum(tf.tile(x, [2, 1])[:3], axis=1)
+    with raises(ValueError, name, r"target and source must have the same batch size",
+                r"\(3,\)", r"\(2, 2\)", r"Pass the batched input"):
+        run(route, lambda x: call(route, getattr(cg, name), f, x), X)
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_scalar_source_for_batch_jacobian(route):
+    with raises(ValueError, "batch_jacobian", r"source needs a leading batch dimension",
+                r"scalar", r"stacked_jacobian"):
+        run(route, lambda x: call(route, cg.batch_jacobian, lambda x: tf.stack([x, x]), x[0, 0]),
+            X)
+
+
+# ----------------------------------------------------------------------------------------
+# Not tensors: None, Python objects, lists where one tensor is needed.
+
+@pytest.mark.parametrize("source", [None, object(), "x"], ids=["None", "object", "str"])
+@pytest.mark.parametrize("name", ["stacked_jacobian", "per_element_gradients", "hessian"])
+@pytest.mark.parametrize("route", CALLABLE + ("function.tensor", "v1graph.tensor"))
+def test_source_that_is_not_a_tensor(route, name, source):
+    with raises(TypeError, name, r"sources must be a tf\.Tensor or tf\.Variable",
+                rf"got {type(source).__name__}", r"Pass the tensors"):
+        run(route, lambda x: call(route, getattr(cg, name), cube_sum, x, sources=source), X)
+
+
+@pytest.mark.parametrize("target", [None, object(), 3.0], ids=["None", "object", "float"])
+@pytest.mark.parametrize("name", ["stacked_jacobian", "per_element_gradients",
+                                  "batch_jacobian"])
+@pytest.mark.parametrize("mode", ["eager", "function", "v1graph"])
+def test_target_that_is_not_a_tensor(mode, name, target):
+    with raises(TypeError, name, r"target must be a tf\.Tensor or a callable",
+                rf"target is {type(target).__name__}", r"Pass the tensor"):
+        run(f"{mode}.tensor", lambda x: getattr(cg, name)(target, x), X)
+
+
+@pytest.mark.parametrize("route", TENSOR)
+def test_list_of_tensors_as_target(route):
+    def build(x):
+        return call(route, cg.stacked_jacobian, lambda x: [x[0], x[1]], x)
+    with raises(TypeError, "stacked_jacobian", r"target must be a tf\.Tensor", r"list",
+                r"tf\.stack"):
+        run(route, build, X)
+
+
+@pytest.mark.parametrize("name", ["batch_jacobian", "batch_hessian"])
+@pytest.mark.parametrize("route", CALLABLE)
+def test_list_of_sources_where_one_tensor_is_needed(route, name):
+    with raises(TypeError, name, r"source must be one tensor or variable",
+                r"got a list of 2", r"stacked_jacobian"):
+        run(route, lambda x: call(route, getattr(cg, name), lambda s: s[0] * s[1], [x, x]), X)
+
+
+@pytest.mark.parametrize("name", ["jvp", "vjp", "hvp", "per_example_gradients"])
+@pytest.mark.parametrize("route", CALLABLE)
+def test_bad_leaf_named_by_its_argument(route, name):
+    """jvp, vjp and hvp call their sources primals, per_example_gradients weights."""
+    if name == "per_example_gradients":
+        def build(x):
+            return cg.per_example_gradients(lambda t, p: (t - p) ** 2, square, x, x,
+                                            weights=["w"],
+                                            compile=not route.endswith("uncompiled"))
+        problem = r"weights\[0\] must be a tf\.Tensor or tf\.Variable"
+    else:
+        def build(x):
+            return call(route, lambda f, x, **kw: getattr(cg, name)(f, x, x, **kw), cube_sum,
+                        tf.cast(x, tf.int32))
+        problem = r"primals must be floating-point"
+    with raises(TypeError, name, problem, r"(tf\.cast|Pass the tensors)"):
+        run(route, build, X)
+
+
+# ----------------------------------------------------------------------------------------
+# NaN and Inf: where the derivative involves them they come out; elsewhere they do not.
+
+@pytest.mark.parametrize("strategy", ["reverse", "forward", "loop"])
+@pytest.mark.parametrize("route", ROUTES)
+def test_nan_input_gives_nan_derivative(route, strategy):
+    out = run(route, lambda x: call(route, cg.stacked_jacobian, square, x, strategy=strategy),
+              np.array([np.nan], np.float32))
+    assert out.shape == (1, 1) and np.isnan(out[0, 0])
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_inf_derivative_from_a_finite_input(route):
+    out = run(route, lambda x: call(route, cg.stacked_jacobian, tf.sqrt, x),
+              np.array([0.0], np.float32))
+    np.testing.assert_array_equal(out, [[np.inf]])
+
+
+@pytest.mark.parametrize("strategy", ["reverse", "forward", "loop"])
+@pytest.mark.parametrize("route", ROUTES)
+def test_nan_in_the_value_but_not_in_the_derivative(route, strategy):
+    """y = 3a + stop_gradient(b) with NaN in b: dy/da is exactly 3 I, dy/db zeros."""
+    def build(a, b):
+        return call(route, cg.stacked_jacobian, lambda s: 3.0 * s[0] + tf.stop_gradient(s[1]),
+                    [a, b], strategy=strategy, unconnected_gradients="zero")
+    da, db = run(route, build, np.array([1.0, 2.0], np.float32),
+                 np.array([np.nan, np.inf], np.float32))
+    np.testing.assert_array_equal(da, 3.0 * np.eye(2))
+    np.testing.assert_array_equal(db, np.zeros((2, 2)))
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_nan_in_an_unconnected_source(route):
+    def build(a, b):
+        return call(route, cg.per_element_gradients, lambda s: s[0] ** 2, [a, b],
+                    unconnected_gradients="zero")
+    da, db = run(route, build, np.array([1.0, 2.0], np.float32),
+                 np.array([np.nan], np.float32))
+    np.testing.assert_array_equal(da, [2.0, 4.0])
+    np.testing.assert_array_equal(db, [0.0, 0.0])
+
+
+# ----------------------------------------------------------------------------------------
+# Integer-valued ops: piecewise constant, so derivative zero (TensorFlow: not connected).
+
+@pytest.mark.parametrize("op, connected", [
+    (tf.floor, False), (tf.round, False), (tf.sign, True),
+    (lambda x: tf.cast(tf.cast(x, tf.int32), tf.float32), False)],
+    ids=["floor", "round", "sign", "int-cast"])
+@pytest.mark.parametrize("route", ROUTES)
+def test_integer_valued_op(route, op, connected):
+    """Floor, round and a cast through int have no gradient in TensorFlow (None unless
+    unconnected_gradients="zero"); sign has a registered zero gradient."""
+    x = np.array([1.5, -2.25, 3.0], np.float32)
+    through = run(route, lambda x: call(route, cg.stacked_jacobian, lambda x: x * op(x), x), x)
+    np.testing.assert_array_equal(through, np.diag(op(x).numpy()))  # op(x) acts as a constant
+    alone = [run(route, lambda x, u=u: call(route, cg.stacked_jacobian, op, x,
+                                            unconnected_gradients=u), x)
+             for u in ("none", "zero")]
+    if connected:
+        np.testing.assert_array_equal(alone[0], np.zeros((3, 3)))
+    else:
+        assert alone[0] is None
+    np.testing.assert_array_equal(alone[1], np.zeros((3, 3)))
+
+
+# ----------------------------------------------------------------------------------------
+# Tape misuse in eager mode.
+
+@pytest.mark.parametrize("name", ["stacked_jacobian", "per_element_gradients",
+                                  "batch_jacobian"])
+def test_eager_tensor_without_its_tape(name):
+    x = tf.constant(X)
+    with raises(cg.ModeError, name, r"target is an eager tensor, but no tape was given",
+                r"tape=", r"callable"):
+        getattr(cg, name)(square(x), x)
+
+
+@pytest.mark.parametrize("name", ["stacked_jacobian", "per_element_gradients",
+                                  "batch_jacobian"])
+def test_spent_non_persistent_tape(name):
+    x = tf.constant(X)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = square(x)
+    tape.gradient(y, x)
+    with raises(RuntimeError, name, r"the tape has no record", r"persistent=True"):
+        getattr(cg, name)(y, x, tape=tape)
