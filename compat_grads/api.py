@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from compat_grads import _jacobians, _models, dispatch
+from compat_grads import _distribute, _jacobians, _models, dispatch
 from compat_grads import _structure as st
 from compat_grads._errors import describe, message
 from compat_grads._tf import tf
@@ -17,7 +17,7 @@ _library_code = tf.autograph.experimental.do_not_convert
 def stacked_jacobian(target: Target, sources: Nest, *, tape: tf.GradientTape | None = None,
                      strategy: Strategy = "auto", unconnected_gradients: Unconnected = "none",
                      chunk_size: int | None = None, compile: bool = True,
-                     jit_compile: bool = False) -> Nest:
+                     jit_compile: bool = False, distribute=None, gather: bool = True) -> Nest:
     """The full Jacobian of `target` with respect to each source.
 
     Shape: `J[k].shape == y.shape + x_k.shape`, `J[k][i..., j...] = d y[i...] / d x_k[j...]`.
@@ -37,6 +37,15 @@ def stacked_jacobian(target: Target, sources: Nest, *, tape: tf.GradientTape | N
       compile: in eager mode, run a callable target through a tf.function traced once per
         callable, options and input shapes, and cached (False: run it eagerly).
       jit_compile: compile that tf.function with XLA.
+      distribute: a `tf.distribute.Strategy` whose replicas share the work (rows of the
+        flattened target each; columns, i.e. elements of each source, for a callable with
+        strategy="forward"), or a list of device names (the TF1 way: the pieces are placed
+        with `tf.device` in one graph). `chunk_size` applies within each piece. See the
+        "Several devices and workers" page.
+      gather: with `distribute`, return one tensor per block (True), or the pieces
+        (False): the strategy's per-replica values, or a list with one result per device,
+        each block holding the piece's rows `[rows] + x.shape` (or its columns,
+        `y.shape + [columns]`).
 
     Returns:
       The blocks in the structure of `sources`, each with its source's dtype.
@@ -59,6 +68,12 @@ def stacked_jacobian(target: Target, sources: Nest, *, tape: tf.GradientTape | N
       graphs, and an extra axis if you `expand_dims`). After:
       `cg.stacked_jacobian(y, x)`, one graph of constant size, shape `y.shape + x.shape`.
     """
+    if distribute is not None:
+        return _distributed("stacked_jacobian", target, distribute, gather, compile, tape,
+                            jit_compile, lambda options: _distribute.jacobian_split(
+                                "stacked_jacobian", target, sources, options),
+                            strategy=strategy, unconnected_gradients=unconnected_gradients,
+                            chunk_size=chunk_size)
     options = {"tape": tape, "strategy": strategy, "chunk_size": chunk_size,
                "unconnected_gradients": unconnected_gradients}
     if run := dispatch.compiled(stacked_jacobian, target, (sources,), options, compile,
@@ -125,7 +140,8 @@ def batch_jacobian(target: Target, source: TensorLike, *,
                    tape: tf.GradientTape | None = None, strategy: Strategy = "auto",
                    unconnected_gradients: Unconnected = "none", independent: bool = True,
                    chunk_size: int | None = None, compile: bool = True,
-                   jit_compile: bool = False) -> tf.Tensor | None:
+                   jit_compile: bool = False, distribute=None,
+                   gather: bool = True) -> tf.Tensor | None:
     """Per-sample Jacobians of a batched target with respect to a batched source.
 
     Shape: `[b] + y.shape[1:] + x.shape[1:]`, `B[s, i..., j...] = d y[s, i...] / d x[s, j...]`.
@@ -149,6 +165,12 @@ def batch_jacobian(target: Target, source: TensorLike, *,
       compile: in eager mode, run a callable target through a tf.function traced once per
         callable, options and input shapes, and cached (False: run it eagerly).
       jit_compile: compile that tf.function with XLA.
+      distribute: a `tf.distribute.Strategy` whose replicas share the samples (each computes the Jacobians of its share), or a list
+        of device names (the TF1 way: the pieces are placed with `tf.device` in one
+        graph); `chunk_size` applies within each piece. Needs a callable target and independent=True. See the "Several
+        devices and workers" page.
+      gather: with `distribute`, return one result (True), or the pieces (False): the
+        strategy's per-replica values, or a list with one result per device.
 
     Returns:
       The per-sample Jacobians, in the source's dtype (None if unconnected and "none").
@@ -168,6 +190,11 @@ def batch_jacobian(target: Target, source: TensorLike, *,
       Before: `parallel_for.gradients.batch_jacobian(y, x)` (private; crashes on an unknown
       batch size in a v1 Graph inside TF2). After: `cg.batch_jacobian(y, x)`.
     """
+    if distribute is not None:
+        return _distributed_samples(
+            "batch_jacobian", target, source, distribute, gather, compile, tape, jit_compile,
+            independent, batch_jacobian, strategy=strategy, chunk_size=chunk_size,
+            unconnected_gradients=unconnected_gradients)
     options = {"tape": tape, "strategy": strategy, "chunk_size": chunk_size,
                "unconnected_gradients": unconnected_gradients, "independent": independent}
     if run := dispatch.compiled(batch_jacobian, target, (source,), options, compile,
@@ -198,7 +225,8 @@ def per_example_gradients(loss_fn, model, x, y, *, weights: Nest = None,
                           independent: bool = True, strategy: Strategy = "auto",
                           unconnected_gradients: Unconnected = "none",
                           chunk_size: int | None = None, compile: bool = True,
-                          jit_compile: bool = False) -> Nest:
+                          jit_compile: bool = False, distribute=None,
+                          gather: bool = True) -> Nest:
     """Per-example gradients of a loss with respect to a model's weights.
 
     Shape: `G[k].shape == [b] + w_k.shape`, `G[k][s] = d loss_s / d w_k`, where
@@ -229,6 +257,12 @@ def per_example_gradients(loss_fn, model, x, y, *, weights: Nest = None,
       compile: in eager mode, trace once per model, options and input shapes and cache the
         tf.function (False: run it eagerly under tapes).
       jit_compile: compile that tf.function with XLA.
+      distribute: a `tf.distribute.Strategy` whose replicas share the examples (each computes its share's gradients), or a list
+        of device names (the TF1 way: the pieces are placed with `tf.device` in one
+        graph); `chunk_size` applies within each piece. Needs independent=True. See the "Several
+        devices and workers" page.
+      gather: with `distribute`, return one result (True), or the pieces (False): the
+        strategy's per-replica values, or a list with one result per device.
 
     Returns:
       The per-example gradients in the structure of `weights`, each in its weight's dtype.
@@ -262,6 +296,18 @@ def per_example_gradients(loss_fn, model, x, y, *, weights: Nest = None,
     name = "per_example_gradients"
     weights = _models.default_weights(name, model, weights)
     x, y = _models.as_tensors(name, "x", x), _models.as_tensors(name, "y", y)
+    if distribute is not None:
+        _distribute.check(name, distribute, gather, compile)
+        _independent_for(name, independent)
+        st.check_options(name, strategy, unconnected_gradients, chunk_size)
+
+        def share(batch):
+            return per_example_gradients(
+                loss_fn, model, *batch, weights=weights, strategy=strategy,
+                unconnected_gradients=unconnected_gradients, chunk_size=chunk_size)
+
+        split = _distribute.sample_split(name, share, (x, y), _models.batch_size(name, x))
+        return _distribute.run(name, distribute, gather, split, jit_compile)
     options = {"loss_fn": loss_fn, "independent": independent, "strategy": strategy,
                "unconnected_gradients": unconnected_gradients, "chunk_size": chunk_size}
     if run := dispatch.compiled(_per_example_gradients, model, (weights, x, y), options,
@@ -314,7 +360,8 @@ def _per_example(name, loss_fn, model, weights, batch, how, independent):
 @_library_code
 def hessian(target: Target, sources: Nest, *, strategy: Strategy = "auto",
             unconnected_gradients: Unconnected = "none", chunk_size: int | None = None,
-            compile: bool = True, jit_compile: bool = False) -> Nest:
+            compile: bool = True, jit_compile: bool = False, distribute=None,
+            gather: bool = True) -> Nest:
     """Second derivatives of `target`, cross terms between sources included.
 
     Shape: `H[i][j].shape == y.shape + x_i.shape + x_j.shape`, i.e. `x.shape + x.shape` for a
@@ -338,6 +385,12 @@ def hessian(target: Target, sources: Nest, *, strategy: Strategy = "auto",
       compile: in eager mode, run a callable target through a tf.function traced once per
         callable, options and input shapes, and cached (False: run it eagerly).
       jit_compile: compile that tf.function with XLA.
+      distribute: a `tf.distribute.Strategy` whose replicas share the rows (of the target's first Jacobian, flattened), or a list
+        of device names (the TF1 way: the pieces are placed with `tf.device` in one
+        graph); `chunk_size` applies within each piece. Needs a callable target. See the "Several
+        devices and workers" page.
+      gather: with `distribute`, return one result (True), or the pieces (False): the
+        strategy's per-replica values, or a list with one result per device.
 
     Returns:
       The blocks, in the structure of `sources` nested in itself, each in the dtype of its
@@ -358,6 +411,13 @@ def hessian(target: Target, sources: Nest, *, strategy: Strategy = "auto",
       Before: `tf.hessians(y, x)` (graph only, one row at a time, no cross terms between
       sources). After: `cg.hessian(y, x)` in graphs, `cg.hessian(f, x)` everywhere.
     """
+    if distribute is not None:
+        _callable_for("hessian", target, "the replicas differentiate it twice")
+        return _distributed("hessian", target, distribute, gather, compile, None,
+                            jit_compile, lambda options: _distribute.hessian_split(
+                                "hessian", target, sources, options),
+                            strategy=strategy, unconnected_gradients=unconnected_gradients,
+                            chunk_size=chunk_size)
     options = {"strategy": strategy, "chunk_size": chunk_size,
                "unconnected_gradients": unconnected_gradients}
     if run := dispatch.compiled(hessian, target, (sources,), options, compile, jit_compile):
@@ -374,7 +434,8 @@ def hessian(target: Target, sources: Nest, *, strategy: Strategy = "auto",
 def batch_hessian(target: Target, source: TensorLike, *, strategy: Strategy = "auto",
                   unconnected_gradients: Unconnected = "none", independent: bool = True,
                   chunk_size: int | None = None, compile: bool = True,
-                  jit_compile: bool = False) -> tf.Tensor | None:
+                  jit_compile: bool = False, distribute=None,
+                  gather: bool = True) -> tf.Tensor | None:
     """Per-sample Hessians of per-sample scalars.
 
     Shape: `[b] + x.shape[1:] + x.shape[1:]`, `B[s, i..., j...] = d² y[s] / d x[s, i...]
@@ -398,6 +459,12 @@ def batch_hessian(target: Target, source: TensorLike, *, strategy: Strategy = "a
       compile: in eager mode, run a callable target through a tf.function traced once per
         callable, options and input shapes, and cached (False: run it eagerly).
       jit_compile: compile that tf.function with XLA.
+      distribute: a `tf.distribute.Strategy` whose replicas share the samples (each computes the Hessians of its share), or a list
+        of device names (the TF1 way: the pieces are placed with `tf.device` in one
+        graph); `chunk_size` applies within each piece. Needs a callable target and independent=True. See the "Several
+        devices and workers" page.
+      gather: with `distribute`, return one result (True), or the pieces (False): the
+        strategy's per-replica values, or a list with one result per device.
 
     Returns:
       The per-sample Hessians in the source's dtype (None if unconnected and "none").
@@ -418,6 +485,11 @@ def batch_hessian(target: Target, source: TensorLike, *, strategy: Strategy = "a
       Before: nested tapes and `tape.batch_jacobian`, or `tf.hessians(tf.reduce_sum(y), x)`
       (mixes samples). After: `cg.batch_hessian(f, x)`.
     """
+    if distribute is not None:
+        return _distributed_samples(
+            "batch_hessian", target, source, distribute, gather, compile, None, jit_compile,
+            independent, batch_hessian, strategy=strategy, chunk_size=chunk_size,
+            unconnected_gradients=unconnected_gradients)
     options = {"strategy": strategy, "chunk_size": chunk_size,
                "unconnected_gradients": unconnected_gradients, "independent": independent}
     if run := dispatch.compiled(batch_hessian, target, (source,), options, compile,
@@ -564,6 +636,50 @@ def hvp(f, primals: Nest, vector: Nest, *, compile: bool = True,
         lambda targets: [tf.ones_like(st.check_scalar(name, targets[0]))])
     _, products = gradient.linearize(flat_vector)
     return problem.pack(st.zeros_for_none(products, problem.flat))
+
+
+def _distributed(name, target, distribute, gather, compile, tape, jit_compile, split,
+                 **options):
+    """`distribute=` for the functions that split rows (or columns) of one Jacobian."""
+    _distribute.check(name, distribute, gather, compile, tape)
+    st.check_options(name, options["strategy"], options["unconnected_gradients"],
+                     options["chunk_size"])
+    if not callable(target) and dispatch.execution_mode() == dispatch.EAGER:
+        raise st.eager_tensor_error(name)
+    return _distribute.run(name, distribute, gather, split(options), jit_compile)
+
+
+def _distributed_samples(name, target, source, distribute, gather, compile, tape,
+                         jit_compile, independent, function, **options):
+    """`distribute=` for the per-sample functions: each piece is the function itself on
+    a share of the samples."""
+    _distribute.check(name, distribute, gather, compile, tape)
+    _independent_for(name, independent)
+    _callable_for(name, target, "each replica computes the outputs of its own samples")
+    st.check_options(name, options["strategy"], options["unconnected_gradients"],
+                     options["chunk_size"])
+    source = source if tf.is_tensor(source) else tf.convert_to_tensor(source)
+    split = _distribute.sample_split(
+        name, lambda share: function(target, share, **options), source,
+        _models.batch_size(name, source))
+    return _distribute.run(name, distribute, gather, split, jit_compile)
+
+
+def _independent_for(name, independent):
+    if independent is not True:
+        raise ValueError(message(
+            name, f"distribute= splits the examples between the pieces, which needs "
+            f"independent=True, but got independent={independent!r} (coupled examples "
+            "need the whole batch in one piece)", "Drop distribute=, or pass "
+            "independent=True when examples do not interact."))
+
+
+def _callable_for(name, target, why):
+    if not callable(target):
+        raise TypeError(message(
+            name, f"distribute= needs the target as a callable ({why}), but got "
+            f"{describe(target)}", "Pass f itself (e.g. lambda x: model(x)) instead of "
+            "its output."))
 
 
 def _callable(name, f):
