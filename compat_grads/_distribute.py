@@ -10,7 +10,7 @@ of the `n` being split: an even split, the sizes differing by at most one.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from collections.abc import Callable
 
 from compat_grads._errors import ModeError, describe, message
 from compat_grads._tf import tf
@@ -64,11 +64,18 @@ def check(function: str, distribute, gather, compile, tape=None) -> None:
             "tf.function each), but got compile=False", "Drop compile=False."))
     if _devices(distribute) is not None:
         return
-    if not isinstance(distribute, tf.distribute.Strategy):
+    if not isinstance(distribute, (tf.distribute.Strategy, tf.compat.v1.distribute.Strategy)):
         raise TypeError(message(
             function, f"distribute must be a tf.distribute.Strategy or a list of device "
             f"names, but got {describe(distribute)}", "Pass e.g. "
             "tf.distribute.MirroredStrategy(), or ['/cpu:0', '/cpu:1'] in a TF1 graph."))
+    from compat_grads.dispatch import GRAPH, execution_mode
+
+    if execution_mode() == GRAPH:
+        raise ModeError(message(
+            function, "a tf.distribute.Strategy cannot split the work of a TF1 graph "
+            "(or a tf.Graph().as_default() block)", "Pass a list of device names, e.g. "
+            "distribute=['/cpu:0', '/cpu:1']: the pieces are placed with tf.device."))
     kind = type(distribute).__name__
     if kind not in SUPPORTED:
         raise TypeError(message(
@@ -81,13 +88,6 @@ def check(function: str, distribute, gather, compile, tape=None) -> None:
             "the call would split work that is already one replica's share",
             "Call it outside strategy.run, or drop distribute= inside it (each replica "
             "then computes the whole result for its own inputs)."))
-    from compat_grads.dispatch import GRAPH, execution_mode
-
-    if execution_mode() == GRAPH:
-        raise ModeError(message(
-            function, "a tf.distribute.Strategy cannot split the work of a TF1 graph "
-            "(or a tf.Graph().as_default() block)", "Pass a list of device names, e.g. "
-            "distribute=['/cpu:0', '/cpu:1']: the pieces are placed with tf.device."))
 
 
 def run(function: str, distribute, gather: bool, split: Split, jit_compile: bool = False):

@@ -37,11 +37,10 @@ def stacked_jacobian(target: Target, sources: Nest, *, tape: tf.GradientTape | N
       compile: in eager mode, run a callable target through a tf.function traced once per
         callable, options and input shapes, and cached (False: run it eagerly).
       jit_compile: compile that tf.function with XLA.
-      distribute: a `tf.distribute.Strategy` whose replicas share the work (rows of the
-        flattened target each; columns, i.e. elements of each source, for a callable with
-        strategy="forward"), or a list of device names (the TF1 way: the pieces are placed
-        with `tf.device` in one graph). `chunk_size` applies within each piece. See the
-        "Several devices and workers" page.
+      distribute: a `tf.distribute.Strategy` whose replicas share the work (rows of the flattened
+        target each; columns, i.e. elements of each source, for a callable with strategy="forward"),
+        or a list of device names (the TF1 way: the pieces are placed with `tf.device` in one
+        graph). `chunk_size` applies within each piece. See the "Several devices and workers" page.
       gather: with `distribute`, return one tensor per block (True), or the pieces
         (False): the strategy's per-replica values, or a list with one result per device,
         each block holding the piece's rows `[rows] + x.shape` (or its columns,
@@ -165,10 +164,10 @@ def batch_jacobian(target: Target, source: TensorLike, *,
       compile: in eager mode, run a callable target through a tf.function traced once per
         callable, options and input shapes, and cached (False: run it eagerly).
       jit_compile: compile that tf.function with XLA.
-      distribute: a `tf.distribute.Strategy` whose replicas share the samples (each computes the Jacobians of its share), or a list
-        of device names (the TF1 way: the pieces are placed with `tf.device` in one
-        graph); `chunk_size` applies within each piece. Needs a callable target and independent=True. See the "Several
-        devices and workers" page.
+      distribute: a `tf.distribute.Strategy` whose replicas share the samples (each computes the
+        Jacobians of its share), or a list of device names (the TF1 way: the pieces are placed with
+        `tf.device` in one graph); `chunk_size` applies within each piece. Needs a callable target
+        and independent=True. See the "Several devices and workers" page.
       gather: with `distribute`, return one result (True), or the pieces (False): the
         strategy's per-replica values, or a list with one result per device.
 
@@ -257,10 +256,10 @@ def per_example_gradients(loss_fn, model, x, y, *, weights: Nest = None,
       compile: in eager mode, trace once per model, options and input shapes and cache the
         tf.function (False: run it eagerly under tapes).
       jit_compile: compile that tf.function with XLA.
-      distribute: a `tf.distribute.Strategy` whose replicas share the examples (each computes its share's gradients), or a list
-        of device names (the TF1 way: the pieces are placed with `tf.device` in one
-        graph); `chunk_size` applies within each piece. Needs independent=True. See the "Several
-        devices and workers" page.
+      distribute: a `tf.distribute.Strategy` whose replicas share the examples (each computes its
+        share's gradients), or a list of device names (the TF1 way: the pieces are placed with
+        `tf.device` in one graph); `chunk_size` applies within each piece. Needs independent=True.
+        See the "Several devices and workers" page.
       gather: with `distribute`, return one result (True), or the pieces (False): the
         strategy's per-replica values, or a list with one result per device.
 
@@ -385,10 +384,10 @@ def hessian(target: Target, sources: Nest, *, strategy: Strategy = "auto",
       compile: in eager mode, run a callable target through a tf.function traced once per
         callable, options and input shapes, and cached (False: run it eagerly).
       jit_compile: compile that tf.function with XLA.
-      distribute: a `tf.distribute.Strategy` whose replicas share the rows (of the target's first Jacobian, flattened), or a list
-        of device names (the TF1 way: the pieces are placed with `tf.device` in one
-        graph); `chunk_size` applies within each piece. Needs a callable target. See the "Several
-        devices and workers" page.
+      distribute: a `tf.distribute.Strategy` whose replicas share the rows (of the target's first
+        Jacobian, flattened), or a list of device names (the TF1 way: the pieces are placed with
+        `tf.device` in one graph); `chunk_size` applies within each piece. Needs a callable target.
+        See the "Several devices and workers" page.
       gather: with `distribute`, return one result (True), or the pieces (False): the
         strategy's per-replica values, or a list with one result per device.
 
@@ -459,10 +458,10 @@ def batch_hessian(target: Target, source: TensorLike, *, strategy: Strategy = "a
       compile: in eager mode, run a callable target through a tf.function traced once per
         callable, options and input shapes, and cached (False: run it eagerly).
       jit_compile: compile that tf.function with XLA.
-      distribute: a `tf.distribute.Strategy` whose replicas share the samples (each computes the Hessians of its share), or a list
-        of device names (the TF1 way: the pieces are placed with `tf.device` in one
-        graph); `chunk_size` applies within each piece. Needs a callable target and independent=True. See the "Several
-        devices and workers" page.
+      distribute: a `tf.distribute.Strategy` whose replicas share the samples (each computes the
+        Hessians of its share), or a list of device names (the TF1 way: the pieces are placed with
+        `tf.device` in one graph); `chunk_size` applies within each piece. Needs a callable target
+        and independent=True. See the "Several devices and workers" page.
       gather: with `distribute`, return one result (True), or the pieces (False): the
         strategy's per-replica values, or a list with one result per device.
 

@@ -16,7 +16,7 @@ X = RNG.randn(6, 3).astype(np.float32)
 W = RNG.randn(3, 4).astype(np.float32)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def mirrored(replicas: int) -> tf.distribute.MirroredStrategy:
     return tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(replicas)])
 
@@ -346,3 +346,84 @@ def test_an_unknown_target_shape_is_refused_with_a_fix():
 
     with pytest.raises(ValueError, match="distribute= needs the target's shape"):
         unknown.get_concrete_function()
+
+
+# -- two workers -------------------------------------------------------------------------------
+
+def _free_ports(count):
+    import socket
+
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def test_multi_worker_mirrored_strategy_with_two_worker_processes(tmp_path):
+    """Two workers on 127.0.0.1, started and stopped here within 60 s (killed by process
+    id whatever happens): distribute= and a distributed dataset give the one-device
+    results."""
+    import json
+    import os
+    import pathlib
+    import subprocess
+    import sys
+    import time
+
+    script = pathlib.Path(__file__).with_name("multi_worker.py")
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in _free_ports(2)]}
+    workers = []
+    try:
+        for index in range(2):
+            env = dict(os.environ, TF_CONFIG=json.dumps(
+                {"cluster": cluster, "task": {"type": "worker", "index": index}}))
+            workers.append(subprocess.Popen(
+                [sys.executable, str(script), str(tmp_path / f"worker{index}.npz")],
+                env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+        deadline = time.monotonic() + 60
+        for worker in workers:
+            output, _ = worker.communicate(timeout=max(1.0, deadline - time.monotonic()))
+            assert worker.returncode == 0, output.decode(errors="replace")[-3000:]
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                worker.kill()
+                worker.wait()
+    sys.path.insert(0, str(script.parent))
+    try:
+        import multi_worker as one
+    finally:
+        sys.path.remove(str(script.parent))
+    kernel = tf.Variable(np.full((3, 2), 0.1, np.float32))
+    want_jacobian = cg.stacked_jacobian(one.layer, tf.constant(one.X))
+    (want_per_example,) = cg.per_example_gradients(
+        one.squared_error, lambda x: tf.matmul(x, kernel), tf.constant(one.X),
+        tf.zeros([5, 2]), weights=[kernel])
+    (grads,) = cg.per_example_gradients(
+        one.squared_error, lambda x: tf.matmul(x, kernel), tf.constant(one.INPUTS),
+        tf.constant(one.LABELS), weights=[kernel])
+    for index in range(2):
+        got = np.load(tmp_path / f"worker{index}.npz")
+        assert int(got["replicas"]) == 2
+        np.testing.assert_array_equal(got["jacobian"], want_jacobian.numpy())
+        assert tolerances.scaled_error(got["per_example"], want_per_example) <= (
+            tolerances.TOLERANCE["float32"])
+        assert tolerances.scaled_error(got["summed"], tf.reduce_sum(grads, 0)) <= (
+            tolerances.TOLERANCE["float32"])
+
+
+def test_a_v1_graph_inside_tf2_takes_a_list_of_devices_not_a_strategy():
+    with tf.Graph().as_default():
+        x = tf.compat.v1.placeholder(tf.float32, X.shape)
+        y = _layer(x)
+        pieces = cg.stacked_jacobian(y, x, distribute=["/cpu:0", "/cpu:1"])
+        whole = cg.stacked_jacobian(y, x)
+        with pytest.raises(cg.ModeError, match="a list of device names"):
+            cg.stacked_jacobian(y, x, distribute=mirrored(2))
+        with tf.compat.v1.Session() as session:
+            got, want = session.run([pieces, whole], {x: X})
+    np.testing.assert_array_equal(got, want)
