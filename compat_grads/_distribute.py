@@ -58,10 +58,12 @@ def check(function: str, distribute, gather, compile, tape=None) -> None:
             function, "distribute= cannot use a tape: a tape records one replica's "
             "computation, and every replica must compute its own share",
             "Pass the target as a callable f(sources) instead of a tensor and its tape."))
-    if compile is not True:
+    from compat_grads.dispatch import EAGER, execution_mode
+
+    if compile is not True and execution_mode() == EAGER:
         raise ValueError(message(
-            function, "distribute= needs compile=True (the replicas run one traced "
-            "tf.function each), but got compile=False", "Drop compile=False."))
+            function, "distribute= needs compile=True in eager mode (the replicas run one "
+            "traced tf.function), but got compile=False", "Drop compile=False."))
     if _devices(distribute) is not None:
         return
     if not isinstance(distribute, (tf.distribute.Strategy, tf.compat.v1.distribute.Strategy)):
@@ -153,6 +155,12 @@ def _concat(blocks, axis):
     return None if any(b is None for b in blocks) else tf.concat(blocks, axis)
 
 
+def hashable(distribute):
+    """`distribute` as a cache key: a list of devices becomes a tuple."""
+    devices = _devices(distribute)
+    return tuple(devices) if devices is not None else distribute
+
+
 def _devices(distribute):
     """The device names of a list or tuple of strings, else None."""
     ok = isinstance(distribute, (list, tuple)) and distribute and all(
@@ -181,13 +189,19 @@ def _flat_rows(function, y, r, count):
 
 
 def jacobian_split(function, target, sources, options) -> Split:
-    """stacked_jacobian: rows of the flattened target per piece; with a callable and
-    strategy="forward", columns (elements of each source) per piece."""
-    from compat_grads import api
+    """stacked_jacobian: for a callable, the direction "auto" would take for the whole
+    Jacobian decides: columns (elements of each source) per piece in forward mode, rows of
+    the flattened target per piece in reverse mode. A tensor target is split by rows."""
+    from compat_grads import _jacobians, api
 
     flat_sources, seen = tf.nest.flatten(sources), {}
-    if options["strategy"] == "forward" and callable(target):
-        return _column_split(function, target, sources, options)
+    if callable(target):
+        direction = _jacobians.choose_strategy(
+            options["strategy"], _target_size(target, sources),
+            sum(_size(x) for x in flat_sources))
+        if direction == "forward":
+            return _column_split(function, target, sources, dict(options, strategy=direction))
+        options = dict(options, strategy=direction)
 
     def piece(r, count):
         def rows(src):
@@ -208,6 +222,20 @@ def jacobian_split(function, target, sources, options) -> Split:
 
     return Split(piece, lambda: [0] * len(flat_sources), finish,
                  lambda blocks: tf.nest.pack_sequence_as(sources, blocks))
+
+
+def _size(x):
+    shape = tf.convert_to_tensor(x).shape if not hasattr(x, "shape") else x.shape
+    return shape.num_elements() or 0
+
+
+def _target_size(target, sources):
+    """The number of elements of `target(sources)`, from a trace (None when not static)."""
+    specs = tf.nest.map_structure(lambda x: tf.TensorSpec(x.shape, x.dtype), sources)
+    traced = tf.function(target, autograph=False).get_concrete_function(specs)
+    outputs = tf.nest.flatten(traced.structured_outputs)
+    sizes = [getattr(o, "shape", tf.TensorShape(None)).num_elements() for o in outputs]
+    return None if not sizes or None in sizes else sum(sizes)
 
 
 def _column_split(function, target, sources, options) -> Split:

@@ -68,9 +68,8 @@ def stacked_jacobian(target: Target, sources: Nest, *, tape: tf.GradientTape | N
       `cg.stacked_jacobian(y, x)`, one graph of constant size, shape `y.shape + x.shape`.
     """
     if distribute is not None:
-        return _distributed("stacked_jacobian", target, distribute, gather, compile, tape,
-                            jit_compile, lambda options: _distribute.jacobian_split(
-                                "stacked_jacobian", target, sources, options),
+        return _distributed(stacked_jacobian, target, sources, distribute, gather, compile,
+                            tape, jit_compile, _distribute.jacobian_split,
                             strategy=strategy, unconnected_gradients=unconnected_gradients,
                             chunk_size=chunk_size)
     options = {"tape": tape, "strategy": strategy, "chunk_size": chunk_size,
@@ -190,10 +189,10 @@ def batch_jacobian(target: Target, source: TensorLike, *,
       batch size in a v1 Graph inside TF2). After: `cg.batch_jacobian(y, x)`.
     """
     if distribute is not None:
-        return _distributed_samples(
-            "batch_jacobian", target, source, distribute, gather, compile, tape, jit_compile,
-            independent, batch_jacobian, strategy=strategy, chunk_size=chunk_size,
-            unconnected_gradients=unconnected_gradients)
+        _independent_for("batch_jacobian", independent)
+        return _distributed(batch_jacobian, target, source, distribute, gather, compile, tape,
+                            jit_compile, _sample_split, strategy=strategy,
+                            chunk_size=chunk_size, unconnected_gradients=unconnected_gradients)
     options = {"tape": tape, "strategy": strategy, "chunk_size": chunk_size,
                "unconnected_gradients": unconnected_gradients, "independent": independent}
     if run := dispatch.compiled(batch_jacobian, target, (source,), options, compile,
@@ -299,14 +298,13 @@ def per_example_gradients(loss_fn, model, x, y, *, weights: Nest = None,
         _distribute.check(name, distribute, gather, compile)
         _independent_for(name, independent)
         st.check_options(name, strategy, unconnected_gradients, chunk_size)
-
-        def share(batch):
-            return per_example_gradients(
-                loss_fn, model, *batch, weights=weights, strategy=strategy,
-                unconnected_gradients=unconnected_gradients, chunk_size=chunk_size)
-
-        split = _distribute.sample_split(name, share, (x, y), _models.batch_size(name, x))
-        return _distribute.run(name, distribute, gather, split, jit_compile)
+        options = {"loss_fn": loss_fn, "strategy": strategy, "chunk_size": chunk_size,
+                   "unconnected_gradients": unconnected_gradients,
+                   "distribute": _distribute.hashable(distribute), "gather": gather}
+        if run := dispatch.compiled(_per_example_distributed, model, (weights, x, y),
+                                    options, compile, jit_compile):
+            return run()
+        return _per_example_distributed(model, weights, x, y, **options)
     options = {"loss_fn": loss_fn, "independent": independent, "strategy": strategy,
                "unconnected_gradients": unconnected_gradients, "chunk_size": chunk_size}
     if run := dispatch.compiled(_per_example_gradients, model, (weights, x, y), options,
@@ -412,9 +410,8 @@ def hessian(target: Target, sources: Nest, *, strategy: Strategy = "auto",
     """
     if distribute is not None:
         _callable_for("hessian", target, "the replicas differentiate it twice")
-        return _distributed("hessian", target, distribute, gather, compile, None,
-                            jit_compile, lambda options: _distribute.hessian_split(
-                                "hessian", target, sources, options),
+        return _distributed(hessian, target, sources, distribute, gather, compile, None,
+                            jit_compile, _distribute.hessian_split,
                             strategy=strategy, unconnected_gradients=unconnected_gradients,
                             chunk_size=chunk_size)
     options = {"strategy": strategy, "chunk_size": chunk_size,
@@ -485,10 +482,10 @@ def batch_hessian(target: Target, source: TensorLike, *, strategy: Strategy = "a
       (mixes samples). After: `cg.batch_hessian(f, x)`.
     """
     if distribute is not None:
-        return _distributed_samples(
-            "batch_hessian", target, source, distribute, gather, compile, None, jit_compile,
-            independent, batch_hessian, strategy=strategy, chunk_size=chunk_size,
-            unconnected_gradients=unconnected_gradients)
+        _independent_for("batch_hessian", independent)
+        return _distributed(batch_hessian, target, source, distribute, gather, compile, None,
+                            jit_compile, _sample_split, strategy=strategy,
+                            chunk_size=chunk_size, unconnected_gradients=unconnected_gradients)
     options = {"strategy": strategy, "chunk_size": chunk_size,
                "unconnected_gradients": unconnected_gradients, "independent": independent}
     if run := dispatch.compiled(batch_hessian, target, (source,), options, compile,
@@ -637,31 +634,45 @@ def hvp(f, primals: Nest, vector: Nest, *, compile: bool = True,
     return problem.pack(st.zeros_for_none(products, problem.flat))
 
 
-def _distributed(name, target, distribute, gather, compile, tape, jit_compile, split,
-                 **options):
-    """`distribute=` for the functions that split rows (or columns) of one Jacobian."""
+def _distributed(public, target, sources, distribute, gather, compile, tape, jit_compile,
+                 split, **options):
+    """`distribute=`: checked, then computed in pieces by `split(name, target, sources,
+    options)`; in eager mode through a tf.function cached per callable and options, as
+    `compile=True` caches the undistributed call."""
+    name = public.__name__
     _distribute.check(name, distribute, gather, compile, tape)
     st.check_options(name, options["strategy"], options["unconnected_gradients"],
                      options["chunk_size"])
     if not callable(target) and dispatch.execution_mode() == dispatch.EAGER:
         raise st.eager_tensor_error(name)
-    return _distribute.run(name, distribute, gather, split(options), jit_compile)
+    everything = dict(options, distribute=_distribute.hashable(distribute), gather=gather)
+    if run := dispatch.compiled(public, target, (sources,), everything, compile, jit_compile):
+        return run()
+    return _distribute.run(name, distribute, gather, split(name, target, sources, options),
+                           jit_compile)
 
 
-def _distributed_samples(name, target, source, distribute, gather, compile, tape,
-                         jit_compile, independent, function, **options):
-    """`distribute=` for the per-sample functions: each piece is the function itself on
-    a share of the samples."""
-    _distribute.check(name, distribute, gather, compile, tape)
-    _independent_for(name, independent)
+def _sample_split(name, target, source, options):
+    """batch_jacobian and batch_hessian on a share of the samples."""
     _callable_for(name, target, "each replica computes the outputs of its own samples")
-    st.check_options(name, options["strategy"], options["unconnected_gradients"],
-                     options["chunk_size"])
+    public = batch_jacobian if name == "batch_jacobian" else batch_hessian
     source = source if tf.is_tensor(source) else tf.convert_to_tensor(source)
-    split = _distribute.sample_split(
-        name, lambda share: function(target, share, **options), source,
-        _models.batch_size(name, source))
-    return _distribute.run(name, distribute, gather, split, jit_compile)
+    return _distribute.sample_split(name, lambda share: public(target, share, **options),
+                                    source, _models.batch_size(name, source))
+
+
+def _per_example_distributed(model, weights, x, y, *, loss_fn, strategy,
+                             unconnected_gradients, chunk_size, distribute, gather,
+                             compile=False):
+    name = "per_example_gradients"
+
+    def share(batch):
+        return per_example_gradients(loss_fn, model, *batch, weights=weights,
+                                     strategy=strategy, chunk_size=chunk_size,
+                                     unconnected_gradients=unconnected_gradients)
+
+    split = _distribute.sample_split(name, share, (x, y), _models.batch_size(name, x))
+    return _distribute.run(name, distribute, gather, split)
 
 
 def _independent_for(name, independent):

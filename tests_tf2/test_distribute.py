@@ -83,7 +83,10 @@ def _close(got, want, tolerance=2e-5):
 # -- distribute= -----------------------------------------------------------------------------
 
 CALLS = {
-    "stacked_jacobian rows": (
+    "stacked_jacobian rows (reverse)": (
+        lambda **k: cg.stacked_jacobian(_layer, tf.constant(X), strategy="reverse", **k),
+        _layer_oracle),
+    "stacked_jacobian auto (18 columns < 24 rows: columns)": (
         lambda **k: cg.stacked_jacobian(_layer, tf.constant(X), **k), _layer_oracle),
     "stacked_jacobian columns (forward)": (
         lambda **k: cg.stacked_jacobian(_layer, tf.constant(X), strategy="forward", **k),
@@ -117,7 +120,8 @@ def test_distribute_equals_one_device_and_the_oracle(name, mode, on):
     _close(got, oracle())
 
 
-@pytest.mark.parametrize("name", ["stacked_jacobian rows", "batch_jacobian", "hessian"])
+@pytest.mark.parametrize("name", ["stacked_jacobian rows (reverse)", "batch_jacobian",
+                                  "hessian"])
 def test_gather_false_gives_each_replicas_piece(name):
     call, _ = CALLS[name]
     strategy = mirrored(4)
@@ -181,7 +185,8 @@ def test_a_list_of_devices_places_the_pieces(mode):
     got = tf.function(call)() if mode == "tf.function" else call()
     _same(got, cg.stacked_jacobian(_layer, tf.constant(X)))
     pieces = cg.stacked_jacobian(_layer, tf.constant(X), distribute=devices, gather=False)
-    assert len(pieces) == 2 and [p.shape[0] for p in pieces] == [12, 12]
+    # "auto" is forward here (18 source elements < 24 target elements): 9 columns each
+    assert [p.shape.as_list() for p in pieces] == [[6, 4, 9], [6, 4, 9]]
     graph = tf.function(call).get_concrete_function().graph
     placed = {op.device.rpartition("CPU:")[2] for op in graph.get_operations() if op.device}
     assert {"1", "2"} <= placed
