@@ -11,6 +11,10 @@ import tensorflow as tf
 import compat_grads as cg
 from compat_grads.testing import tolerances
 
+# The same targets run with many distribute= options here, which compat_grads (rightly)
+# warns about outside tests.
+pytestmark = pytest.mark.filterwarnings("ignore:.*compiled 8 times:RuntimeWarning")
+
 RNG = np.random.RandomState(0)
 X = RNG.randn(6, 3).astype(np.float32)
 W = RNG.randn(3, 4).astype(np.float32)
