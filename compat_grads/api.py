@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from compat_grads import _jacobians, _models, _options, dispatch
+from compat_grads import _distribute, _jacobians, _models, _options, dispatch
 from compat_grads import _structure as st
 from compat_grads._errors import describe, message
 from compat_grads._options import MAX_BYTES
@@ -18,7 +18,8 @@ _library_code = tf.autograph.experimental.do_not_convert
 def stacked_jacobian(target: Target, sources: Nest, *, tape: tf.GradientTape | None = None,
                      strategy: Strategy = "auto", unconnected_gradients: Unconnected = "none",
                      chunk_size: int | None = None, max_bytes: int | None = MAX_BYTES,
-                     compile: bool = True, jit_compile: bool = False) -> Nest:
+                     compile: bool = True, jit_compile: bool = False, distribute=None,
+                     gather: bool = True) -> Nest:
     """The full Jacobian of `target` with respect to each source.
 
     Shape: `J[k].shape == y.shape + x_k.shape`, `J[k][i..., j...] = d y[i...] / d x_k[j...]`.
@@ -41,6 +42,14 @@ def stacked_jacobian(target: Target, sources: Nest, *, tape: tf.GradientTape | N
       compile: in eager mode, run a callable target through a tf.function traced once per
         callable, options and input shapes, and cached (False: run it eagerly).
       jit_compile: compile that tf.function with XLA.
+      distribute: a `tf.distribute.Strategy` whose replicas share the work (rows of the flattened
+        target each; columns, i.e. elements of each source, for a callable with strategy="forward"),
+        or a list of device names (the TF1 way: the pieces are placed with `tf.device` in one
+        graph). `chunk_size` applies within each piece. See the "Several devices and workers" page.
+      gather: with `distribute`, return one tensor per block (True), or the pieces
+        (False): the strategy's per-replica values, or a list with one result per device,
+        each block holding the piece's rows `[rows] + x.shape` (or its columns,
+        `y.shape + [columns]`).
 
     Returns:
       The blocks in the structure of `sources`, each with its source's dtype.
@@ -71,6 +80,9 @@ def stacked_jacobian(target: Target, sources: Nest, *, tape: tf.GradientTape | N
         "tape": tape, "strategy": strategy, "chunk_size": chunk_size,
         "unconnected_gradients": unconnected_gradients, "max_bytes": max_bytes},
         compile=compile, jit_compile=jit_compile)
+    if distribute is not None:
+        return _distributed(stacked_jacobian, target, sources, distribute, gather, compile,
+                            jit_compile, _distribute.jacobian_split, options)
     if run := dispatch.compiled(stacked_jacobian, target, (sources,), options, compile,
                                 jit_compile):
         return run()
@@ -134,7 +146,8 @@ def batch_jacobian(target: Target, source: TensorLike, *,
                    tape: tf.GradientTape | None = None, strategy: Strategy = "auto",
                    unconnected_gradients: Unconnected = "none", independent: bool = True,
                    chunk_size: int | None = None, max_bytes: int | None = MAX_BYTES,
-                   compile: bool = True, jit_compile: bool = False) -> tf.Tensor | None:
+                   compile: bool = True, jit_compile: bool = False, distribute=None,
+                   gather: bool = True) -> tf.Tensor | None:
     """Per-sample Jacobians of a batched target with respect to a batched source.
 
     Shape: `[b] + y.shape[1:] + x.shape[1:]`, `B[s, i..., j...] = d y[s, i...] / d x[s, j...]`.
@@ -161,6 +174,12 @@ def batch_jacobian(target: Target, source: TensorLike, *,
       compile: in eager mode, run a callable target through a tf.function traced once per
         callable, options and input shapes, and cached (False: run it eagerly).
       jit_compile: compile that tf.function with XLA.
+      distribute: a `tf.distribute.Strategy` whose replicas share the samples (each computes the
+        Jacobians of its share), or a list of device names (the TF1 way: the pieces are placed with
+        `tf.device` in one graph); `chunk_size` applies within each piece. Needs a callable target
+        and independent=True. See the "Several devices and workers" page.
+      gather: with `distribute`, return one result (True), or the pieces (False): the
+        strategy's per-replica values, or a list with one result per device.
 
     Returns:
       The per-sample Jacobians, in the source's dtype (None if unconnected and "none").
@@ -186,6 +205,9 @@ def batch_jacobian(target: Target, source: TensorLike, *,
         "tape": tape, "strategy": strategy, "chunk_size": chunk_size,
         "unconnected_gradients": unconnected_gradients, "independent": independent,
         "max_bytes": max_bytes}, compile=compile, jit_compile=jit_compile)
+    if distribute is not None:
+        return _distributed(batch_jacobian, target, source, distribute, gather, compile,
+                            jit_compile, _sample_split, options)
     if run := dispatch.compiled(batch_jacobian, target, (source,), options, compile,
                                 jit_compile):
         return run()
@@ -212,7 +234,8 @@ def per_example_gradients(loss_fn, model, x, y, *, weights: Nest = None,
                           independent: bool = True, strategy: Strategy = "auto",
                           unconnected_gradients: Unconnected = "none",
                           chunk_size: int | None = None, max_bytes: int | None = MAX_BYTES,
-                          compile: bool = True, jit_compile: bool = False) -> Nest:
+                          compile: bool = True, jit_compile: bool = False, distribute=None,
+                          gather: bool = True) -> Nest:
     """Per-example gradients of a loss with respect to a model's weights.
 
     Shape: `G[k].shape == [b] + w_k.shape`, `G[k][s] = d loss_s / d w_k`, where
@@ -245,6 +268,12 @@ def per_example_gradients(loss_fn, model, x, y, *, weights: Nest = None,
       compile: in eager mode, trace once per model, options and input shapes and cache the
         tf.function (False: run it eagerly under tapes).
       jit_compile: compile that tf.function with XLA.
+      distribute: a `tf.distribute.Strategy` whose replicas share the examples (each computes its
+        share's gradients), or a list of device names (the TF1 way: the pieces are placed with
+        `tf.device` in one graph); `chunk_size` applies within each piece. Needs independent=True.
+        See the "Several devices and workers" page.
+      gather: with `distribute`, return one result (True), or the pieces (False): the
+        strategy's per-replica values, or a list with one result per device.
 
     Returns:
       The per-example gradients in the structure of `weights`, each in its weight's dtype.
@@ -283,6 +312,14 @@ def per_example_gradients(loss_fn, model, x, y, *, weights: Nest = None,
         "max_bytes": max_bytes}, compile=compile, jit_compile=jit_compile)
     weights = _models.default_weights(name, model, weights)
     x, y = _models.as_tensors(name, "x", x), _models.as_tensors(name, "y", y)
+    if distribute is not None:
+        _distribute.check(name, distribute, gather, compile)
+        _independent_for(name, options.pop("independent"))
+        options.update(distribute=_distribute.hashable(distribute), gather=gather)
+        if run := dispatch.compiled(_per_example_distributed, model, (weights, x, y),
+                                    options, compile, jit_compile):
+            return run()
+        return _per_example_distributed(model, weights, x, y, **options)
     if run := dispatch.compiled(_per_example_gradients, model, (weights, x, y), options,
                                 compile, jit_compile):
         return run()
@@ -336,7 +373,7 @@ def _per_example(name, loss_fn, model, weights, batch, how, independent):
 def hessian(target: Target, sources: Nest, *, strategy: Strategy = "auto",
             unconnected_gradients: Unconnected = "none", chunk_size: int | None = None,
             max_bytes: int | None = MAX_BYTES, compile: bool = True,
-            jit_compile: bool = False) -> Nest:
+            jit_compile: bool = False, distribute=None, gather: bool = True) -> Nest:
     """Second derivatives of `target`, cross terms between sources included.
 
     Shape: `H[i][j].shape == y.shape + x_i.shape + x_j.shape`, i.e. `x.shape + x.shape` for a
@@ -363,6 +400,12 @@ def hessian(target: Target, sources: Nest, *, strategy: Strategy = "auto",
       compile: in eager mode, run a callable target through a tf.function traced once per
         callable, options and input shapes, and cached (False: run it eagerly).
       jit_compile: compile that tf.function with XLA.
+      distribute: a `tf.distribute.Strategy` whose replicas share the rows (of the target's first
+        Jacobian, flattened), or a list of device names (the TF1 way: the pieces are placed with
+        `tf.device` in one graph); `chunk_size` applies within each piece. Needs a callable target.
+        See the "Several devices and workers" page.
+      gather: with `distribute`, return one result (True), or the pieces (False): the
+        strategy's per-replica values, or a list with one result per device.
 
     Returns:
       The blocks, in the structure of `sources` nested in itself, each in the dtype of its
@@ -388,6 +431,10 @@ def hessian(target: Target, sources: Nest, *, strategy: Strategy = "auto",
         "strategy": strategy, "chunk_size": chunk_size,
         "unconnected_gradients": unconnected_gradients, "max_bytes": max_bytes},
         compile=compile, jit_compile=jit_compile)
+    if distribute is not None:
+        _callable_for(name, target, "the replicas differentiate it twice")
+        return _distributed(hessian, target, sources, distribute, gather, compile,
+                            jit_compile, _distribute.hessian_split, options)
     if run := dispatch.compiled(hessian, target, (sources,), options, compile, jit_compile):
         return run()
     problem = st.make_problem(name, target, sources)
@@ -400,7 +447,8 @@ def hessian(target: Target, sources: Nest, *, strategy: Strategy = "auto",
 def batch_hessian(target: Target, source: TensorLike, *, strategy: Strategy = "auto",
                   unconnected_gradients: Unconnected = "none", independent: bool = True,
                   chunk_size: int | None = None, max_bytes: int | None = MAX_BYTES,
-                  compile: bool = True, jit_compile: bool = False) -> tf.Tensor | None:
+                  compile: bool = True, jit_compile: bool = False, distribute=None,
+                  gather: bool = True) -> tf.Tensor | None:
     """Per-sample Hessians of per-sample scalars.
 
     Shape: `[b] + x.shape[1:] + x.shape[1:]`, `B[s, i..., j...] = d² y[s] / d x[s, i...]
@@ -427,6 +475,12 @@ def batch_hessian(target: Target, source: TensorLike, *, strategy: Strategy = "a
       compile: in eager mode, run a callable target through a tf.function traced once per
         callable, options and input shapes, and cached (False: run it eagerly).
       jit_compile: compile that tf.function with XLA.
+      distribute: a `tf.distribute.Strategy` whose replicas share the samples (each computes the
+        Hessians of its share), or a list of device names (the TF1 way: the pieces are placed with
+        `tf.device` in one graph); `chunk_size` applies within each piece. Needs a callable target
+        and independent=True. See the "Several devices and workers" page.
+      gather: with `distribute`, return one result (True), or the pieces (False): the
+        strategy's per-replica values, or a list with one result per device.
 
     Returns:
       The per-sample Hessians in the source's dtype (None if unconnected and "none").
@@ -455,6 +509,9 @@ def batch_hessian(target: Target, source: TensorLike, *, strategy: Strategy = "a
         "strategy": strategy, "chunk_size": chunk_size,
         "unconnected_gradients": unconnected_gradients, "independent": independent,
         "max_bytes": max_bytes}, compile=compile, jit_compile=jit_compile)
+    if distribute is not None:
+        return _distributed(batch_hessian, target, source, distribute, gather, compile,
+                            jit_compile, _sample_split, options)
     if run := dispatch.compiled(batch_hessian, target, (source,), options, compile,
                                 jit_compile):
         return run()
@@ -602,6 +659,64 @@ def hvp(f, primals: Nest, vector: Nest, *, compile: bool = True,
         lambda targets: [tf.ones_like(st.check_scalar(name, targets[0]))])
     _, products = gradient.linearize(flat_vector)
     return problem.pack(st.zeros_for_none(products, problem.flat))
+
+
+def _distributed(public, target, sources, distribute, gather, compile, jit_compile, split,
+                 options):
+    """`distribute=` after the options were checked: computed in pieces by `split(name,
+    target, sources, options)`, each piece with the same options (`max_bytes` then bounds
+    each piece); in eager mode through a tf.function cached per callable and options, as
+    `compile=True` caches the undistributed call."""
+    name = public.__name__
+    options = dict(options)
+    tape = options.pop("tape", None)
+    _distribute.check(name, distribute, gather, compile, tape)
+    if "independent" in options:
+        _independent_for(name, options.pop("independent"))
+    if not callable(target) and dispatch.execution_mode() == dispatch.EAGER:
+        raise st.eager_tensor_error(name)
+    everything = dict(options, distribute=_distribute.hashable(distribute), gather=gather)
+    if run := dispatch.compiled(public, target, (sources,), everything, compile, jit_compile):
+        return run()
+    return _distribute.run(name, distribute, gather, split(name, target, sources, options),
+                           jit_compile)
+
+
+def _sample_split(name, target, source, options):
+    """batch_jacobian and batch_hessian on a share of the samples."""
+    _callable_for(name, target, "each replica computes the outputs of its own samples")
+    public = batch_jacobian if name == "batch_jacobian" else batch_hessian
+    source = source if tf.is_tensor(source) else tf.convert_to_tensor(source)
+    return _distribute.sample_split(name, lambda share: public(target, share, **options),
+                                    source, _models.batch_size(name, source))
+
+
+def _per_example_distributed(model, weights, x, y, *, loss_fn, distribute, gather,
+                             compile=False, **options):
+    name = "per_example_gradients"
+
+    def share(batch):
+        return per_example_gradients(loss_fn, model, *batch, weights=weights, **options)
+
+    split = _distribute.sample_split(name, share, (x, y), _models.batch_size(name, x))
+    return _distribute.run(name, distribute, gather, split)
+
+
+def _independent_for(name, independent):
+    if independent is not True:
+        raise ValueError(message(
+            name, f"distribute= splits the examples between the pieces, which needs "
+            f"independent=True, but got independent={independent!r} (coupled examples "
+            "need the whole batch in one piece)", "Drop distribute=, or pass "
+            "independent=True when examples do not interact."))
+
+
+def _callable_for(name, target, why):
+    if not callable(target):
+        raise TypeError(message(
+            name, f"distribute= needs the target as a callable ({why}), but got "
+            f"{describe(target)}", "Pass f itself (e.g. lambda x: model(x)) instead of "
+            "its output."))
 
 
 def _callable(name, f):

@@ -29,3 +29,23 @@ def test_quick_suite_runs_and_reports(tmp_path):
     table = suite.markdown(report)
     assert table.startswith("| workload | recipe | ms | their ms / our eager ms |")
     assert "| target | measured | goal | met |" in table
+
+
+def test_distribute_bench_runs_on_logical_devices_and_reports(tmp_path, capsys):
+    """`compat-grads bench --distribute 2 --quick`: the tall workload on two logical CPUs
+    (in its own process) next to one device, with the peak memory of one replica's share."""
+    from compat_grads import cli
+
+    assert cli.main(["bench", "--distribute", "2", "--quick", "--out", str(tmp_path)]) == 0
+    table = capsys.readouterr().out
+    with open(os.path.join(tmp_path, "distribute.json")) as handle:
+        report = json.load(handle)
+    assert report["devices"] == 2 and (report["m"], report["n"]) == suite.QUICK["tall"]
+    assert set(report["ms"]) == {"one device", "2 replicas (MirroredStrategy), gathered",
+                                 "2 devices (a list), gathered"}
+    assert all(ms > 0 for ms in report["ms"].values())
+    assert set(report["peak_mb"]) == {"whole Jacobian, one device",
+                                      "one replica's share, alone",
+                                      "all 2 replicas at once, gather=False"}
+    assert "| 2 replicas (MirroredStrategy), gathered |" in table
+    assert "| one replica's share, alone |" in table

@@ -14,4 +14,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--quick", action="store_true", help="tiny sizes: checks it runs")
     parser.add_argument("--out", default="bench-results", help="folder for JSON and PNG")
     parser.add_argument("--no-plot", action="store_true")
+    parser.add_argument("--distribute", type=int, metavar="N", default=0,
+                        help="instead: the tall Jacobian on N logical CPU devices next to "
+                        "one device (times, and peak memory per device)")
     _quiet.add_argument(parser)

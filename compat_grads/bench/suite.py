@@ -189,6 +189,20 @@ def _plot(rows, path):
 
 
 def bench(args) -> int:
+    if args.distribute:
+        from compat_grads.bench import distribute
+
+        m, n = (QUICK if args.quick else FULL)["tall"]
+        repeats = (QUICK if args.quick else FULL)["repeats"]
+        # the BFC allocator keeps the CPU memory statistics the report reads
+        report = timing.in_subprocess("compat_grads.bench.distribute",
+                                      [args.distribute, m, n, repeats],
+                                      env={"TF_CPU_ALLOCATOR_USE_BFC": "true"})
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "distribute.json"), "w") as handle:
+            json.dump(report, handle, indent=1)
+        print(distribute.markdown(report))
+        return 0
     report = run(args.quick, args.out, not args.no_plot,
                  log=lambda text: print(text, file=sys.stderr))
     print(markdown(report))

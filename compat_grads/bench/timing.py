@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import statistics
 import subprocess
@@ -60,10 +61,12 @@ def reset_peak_rss() -> None:
         handle.write("5")
 
 
-def in_subprocess(module: str, args: list, timeout: int = 3600) -> dict:
-    """Runs `python -m module args...` and returns the JSON it prints on its last line."""
+def in_subprocess(module: str, args: list, timeout: int = 3600, env: dict | None = None) -> dict:
+    """Runs `python -m module args...` (with `env` added to the environment) and returns the
+    JSON it prints on its last line."""
     done = subprocess.run([sys.executable, "-m", module, *map(str, args)],
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ, **env) if env else None)
     if done.returncode != 0:
         raise RuntimeError(f"{module} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
