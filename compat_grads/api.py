@@ -317,11 +317,11 @@ def per_example_gradients(loss_fn, model, x, y, *, weights: Nest = None,
         _independent_for(name, options.pop("independent"))
         options.update(distribute=_distribute.hashable(distribute), gather=gather)
         if run := dispatch.compiled(_per_example_distributed, model, (weights, x, y),
-                                    options, compile, jit_compile):
+                                    options, compile, jit_compile, bind_sources=True):
             return run()
         return _per_example_distributed(model, weights, x, y, **options)
     if run := dispatch.compiled(_per_example_gradients, model, (weights, x, y), options,
-                                compile, jit_compile):
+                                compile, jit_compile, bind_sources=True):
         return run()
     return _per_example_gradients(model, weights, x, y, **options)
 
