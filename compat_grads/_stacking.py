@@ -49,13 +49,17 @@ def stack(backend, fn, count, like, how: How, reusable: bool = True, rerun=None)
     if rerun is None:
         raise DerivativeError(message(
             backend.function, f"{reason}, but this derivative needs it once per row",
-            "TensorFlow has no second derivative through it." if backend.order > 1 else
-            "Pass the target as a callable f(sources) (to stacked_jacobian, batch_jacobian "
-            "or per_example_gradients): compat_grads then runs it again for each row."))
-    warn(message(backend.function, reason, "Computing the rows one at a time in a "
-                 "while_loop instead, running the target again for each: same values, "
-                 "slower."), VectorizationWarning)
-    return _stack_with(rerun, count, like, vectorize=False, chunk=None, one_by_one=True)
+            "TensorFlow has no second derivative through it: differentiate once "
+            "(stacked_jacobian, vjp), or compute the target without it (TensorFlow ops "
+            "instead of Python code; an unrolled loop, such as a Keras RNN with unroll=True)"
+            if backend.order > 1 else "Pass the target as a callable f(sources) (to "
+            "stacked_jacobian, batch_jacobian or per_example_gradients): compat_grads then "
+            "runs it again for each row."))
+    stacks = _stack_with(rerun, count, like, vectorize=False, chunk=None, one_by_one=True)
+    warn(message(backend.function, reason, "Computed the rows one at a time in a while_loop "
+                 "instead, running the target again for each: same values, slower."),
+         VectorizationWarning)
+    return stacks
 
 
 def _stack(backend, fn, count, like, how, reusable):
@@ -100,19 +104,14 @@ def _loop(backend, fn, count, like, chunk, vectorizing):
 
 
 class _OncePerRun(Exception):
-    """Raised while tracing a row: it runs an op whose derivative TensorFlow can take only
-    once per run of the forward pass (or Python code, which pfor cannot vectorize)."""
+    """Raised while tracing a row that runs a tf.py_function's gradient, which pops the tape
+    its forward run stashed: one gradient per forward run, however many rows run at once."""
 
     def __init__(self, op):
-        kind = ("Python code through tf.py_function, whose gradient TensorFlow can take "
-                "once per run of the forward pass" if op.type == "EagerPyFunc" else
-                "Python code (tf.numpy_function or tf.compat.v1.py_func), which pfor "
-                "cannot vectorize")
-        super().__init__(f"the target runs {kind} (the {op.type} op '{op.name}')")
+        super().__init__(f"the target runs Python code through tf.py_function (the {op.type} "
+                         f"op '{op.name}'), whose gradient TensorFlow can take once per run "
+                         "of the forward pass")
         self.reason = str(self)
-
-
-_PYTHON_OPS = frozenset({"EagerPyFunc", "PyFunc", "PyFuncStateless"})
 
 
 class _PforLog(logging.Filter):
@@ -174,9 +173,10 @@ def _stack_with(fn, count, like, vectorize: bool, chunk, one_by_one=False):
 
 
 def _refuse_python(ops):
-    """`_OncePerRun` when a row's new ops run Python code: several rows in flight would
-    share one stashed forward pass (a tf.py_function's gradient pops it)."""
-    found = next((op for op in ops if op.type in _PYTHON_OPS), None)
+    """`_OncePerRun` when a row's new ops run a tf.py_function (its forward run, for rows
+    that run the target, or its gradient). tf.numpy_function has no gradient, and pfor runs
+    it in a loop of its own."""
+    found = next((op for op in ops if op.type == "EagerPyFunc"), None)
     if found is not None:
         raise _OncePerRun(found)
 
