@@ -66,16 +66,19 @@ TARGET_OF = {"hessian": cube_sum, "batch_hessian": row_cube_sum}
 MATERIALISING = ("stacked_jacobian", "batch_jacobian", "hessian", "batch_hessian")
 
 
-@pytest.mark.parametrize("option, value, error, got", [
-    ("independent", "False", TypeError, r"str 'False'"),
-    ("compile", "False", TypeError, r"str 'False'"),
-    ("chunk_size", [2], TypeError, r"list \[2\]"),
-    ("strategy", ["reverse"], TypeError, r"list \['reverse'\]"),
-    ("unconnected_gradients", ["zero"], TypeError, r"list \['zero'\]"),
-    ("max_bytes", "16GB", TypeError, r"str '16GB'"),
-    ("chunk_size", 0, ValueError, r"got 0")],
-    ids=["bool-option-as-string", "compile-as-string", "chunk-size-list", "strategy-list",
-         "unconnected-list", "max-bytes-string", "chunk-size-zero"])
+BAD_OPTIONS = [  # id, option, value, error, what the message says it got
+    ("bool-option-as-string", "independent", "False", TypeError, r"str 'False'"),
+    ("compile-as-string", "compile", "False", TypeError, r"str 'False'"),
+    ("chunk-size-list", "chunk_size", [2], TypeError, r"list \[2\]"),
+    ("strategy-list", "strategy", ["reverse"], TypeError, r"list \['reverse'\]"),
+    ("unconnected-list", "unconnected_gradients", ["zero"], TypeError, r"list \['zero'\]"),
+    ("max-bytes-string", "max_bytes", "16GB", TypeError, r"str '16GB'"),
+    ("chunk-size-zero", "chunk_size", 0, ValueError, r"got 0"),
+]
+
+
+@pytest.mark.parametrize("option, value, error, got", [case[1:] for case in BAD_OPTIONS],
+                         ids=[case[0] for case in BAD_OPTIONS])
 @pytest.mark.parametrize("name", ["batch_jacobian", "batch_hessian"])
 @pytest.mark.parametrize("route", ROUTES)
 def test_bad_option(route, name, option, value, error, got):
@@ -424,3 +427,76 @@ def test_tape_never_watched_the_source(unconnected):
     with raises(cg.ModeError, "stacked_jacobian", r"sources was not watched by the tape",
                 r"tape\.watch\(x\)"):
         run(build, X)
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_third_order(route):
+    def inner(z):
+        return tf.reduce_sum(cg.per_element_gradients(lambda w: w ** 4, z))  # Σ 4z³
+    out = run(lambda x: call(route, cg.hessian, inner, x), X)
+    np.testing.assert_allclose(out, diagonal(24 * X.astype(np.float64)), rtol=TOL)
+
+
+# ----------------------------------------------------------------------------------------
+# The catalogue (as in tests_tf2/test_bad_input.py): each kind, what it must give, and the
+# tests that run it (a regular expression their parameter ids match, when a test runs
+# several kinds). Everything here runs in the TF1 mode.
+
+KINDS = (
+    *((f"option {option}={value!r}", "error", "test_bad_option", f"-{case}$")
+      for case, option, value, *_ in BAD_OPTIONS),
+    ("a callable that returns None", "error", "test_callable_returns_none"),
+    ("unknown rank: batch_jacobian", "value", "test_unknown_rank_batch_jacobian"),
+    ("unknown rank: stacked_jacobian", "value", "test_unknown_rank_stacked_jacobian"),
+    ("unknown rank: batch_hessian", "value", "test_unknown_rank_batch_hessian"),
+    ("unknown rank: not one scalar per sample (run time)", "error",
+     "test_unknown_rank_batch_hessian_of_more_than_one_scalar_per_sample"),
+    *((f"a {kind} {where}", "error", "test_ragged_or_sparse", f"-{where}-{kind}$")
+      for where in ("target", "source") for kind in ("ragged", "sparse")),
+    ("IndexedSlices gradients (gather from a variable)", "value",
+     "test_gather_from_a_variable_gives_indexed_slices_densified"),
+    ("a target from another graph", "error", "test_two_graphs", "^target-"),
+    ("a source from another graph", "error", "test_two_graphs", "^sources-"),
+    ("a Jacobian too big for memory", "error",
+     "test_jacobian_too_big_for_memory_fails_before_anything_is_built"),
+    ("rows in flight above max_bytes", "error",
+     "test_a_small_max_bytes_names_the_chunk_size_that_fits"),
+    ("a source of dtype int", "error", "test_source_dtype_without_derivatives", "-int$"),
+    ("a source of dtype complex", "error", "test_source_dtype_without_derivatives",
+     "-complex$"),
+    ("a target of dtype int", "error", "test_integer_target"),
+    ("a size-0 source", "value", "test_size_zero_source_and_target"),
+    ("a size-0 target", "value", "test_size_zero_source_and_target"),
+    ("a source that is None", "error", "test_source_that_is_not_a_tensor", "-None$"),
+    ("a source that is object", "error", "test_source_that_is_not_a_tensor", "-object$"),
+    ("NaN input", "value", "test_nan_and_inf"),
+    ("an infinite derivative at a finite input", "value", "test_nan_and_inf"),
+    ("NaN in the value but not in the derivative", "value", "test_nan_and_inf"),
+    ("integer-valued op: floor", "value", "test_integer_valued_op"),
+    ("a TF1 while_loop in a callable target", "value",
+     "test_v1_while_loop_in_a_callable_target"),
+    ("a TF1 while_loop: vjp", "value", "test_v1_while_loop_vjp"),
+    ("a TF1 while_loop in a tensor target", "error", "test_v1_while_loop_in_a_tensor_target"),
+    ("a TF1 while_loop: forward mode and second order", "error",
+     "test_v1_while_loop_forward_mode_and_second_order"),
+    ("tf.py_function in a callable target", "value", "test_py_function_in_a_callable_target"),
+    ("tf.py_function in a tensor target", "error", "test_py_function_in_a_tensor_target"),
+    ("tf.py_function with one product", "value", "test_py_function_with_one_product"),
+    ("one tensor twice in the sources", "value",
+     "test_repeated_source_gets_the_total_derivative"),
+    ("a callable that reads its source by closure", "value",
+     "test_callable_that_reads_its_source_by_closure"),
+    ("a variable as the target", "value", "test_variable_target_is_its_own_identity"),
+    ("constant tensors as per-example weights", "value",
+     "test_per_example_weights_that_are_tensors"),
+    ("a source the tape never watched", "error", "test_tape_never_watched_the_source"),
+    ("third order", "value", "test_third_order"),
+)
+
+
+def test_every_test_is_a_kind_of_the_catalogue():
+    tests = {name for name in globals() if name.startswith("test_")}
+    named = {kind[2] for kind in KINDS}
+    assert tests - named == {"test_every_test_is_a_kind_of_the_catalogue"}
+    assert named <= tests
+    assert len({kind[0] for kind in KINDS}) == len(KINDS)

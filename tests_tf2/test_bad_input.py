@@ -1167,3 +1167,137 @@ def test_clear_cache_while_other_threads_compute():
         clearer.join(60)
     assert failures == []
     assert not clearer.is_alive()
+
+
+# ----------------------------------------------------------------------------------------
+# Third order: a Hessian of a function that itself takes a derivative with compat_grads.
+
+@pytest.mark.parametrize("route", CALLABLE + ("function.tensor", "v1graph.tensor"))
+def test_third_order(route):
+    def inner(z):
+        return tf.reduce_sum(cg.per_element_gradients(lambda w: w ** 4, z))  # Σ 4z³
+    out = run(route, lambda x: call(route, cg.hessian, inner, x), X)
+    np.testing.assert_allclose(out, jacobian_of_elementwise(24 * X.astype(np.float64)),
+                               rtol=TOL)
+
+
+# ----------------------------------------------------------------------------------------
+# The catalogue: each kind of bad or unusual input, what it must give ("value": the exact
+# right value; "error": a compat_grads error naming the function and the argument and saying
+# what to do), and the tests that run it: a test name and, when the test runs several kinds,
+# a regular expression its parameter ids match. The modes a kind runs in are read from the
+# route or mode in those ids (tests without one run in eager mode).
+# `python tests_tf2/bad_input_totals.py` counts kinds per mode, here and in tests_tf1.
+
+KINDS = (
+    *((f"option {option}={value!r}", "error", "test_bad_option", f"^{case}-")
+      for case, option, value, *_ in BAD_OPTIONS),
+    ("a numpy bool for a bool option", "value", "test_numpy_bool_option_counts_as_a_bool"),
+    ("loss_fn that is not callable", "error", "test_loss_fn_not_callable"),
+    ("tape= that is not a GradientTape", "error", "test_tape_of_the_wrong_type"),
+    ("a callable that returns None", "error", "test_callable_returns_none"),
+    ("a callable that returns None inside a nest", "error",
+     "test_callable_returns_none_inside_a_nest"),
+    ("a model that returns None", "error", "test_model_or_loss_returns_none", "-model$"),
+    ("a loss_fn that returns None", "error", "test_model_or_loss_returns_none", "-loss_fn$"),
+    ("unknown rank: stacked_jacobian", "value", "test_unknown_rank_stacked_jacobian"),
+    ("unknown rank: batch_jacobian", "value", "test_unknown_rank_batch_jacobian"),
+    ("unknown rank: batch_hessian", "value", "test_unknown_rank_batch_hessian"),
+    ("unknown rank: hessian", "value", "test_unknown_rank_hessian"),
+    ("unknown rank: per_element_gradients", "value", "test_unknown_rank_per_element_gradients"),
+    ("unknown rank: jvp, vjp, hvp, chunks, loops", "value",
+     "test_unknown_rank_products_and_chunks"),
+    ("unknown rank: per_example_gradients", "value", "test_unknown_rank_per_example_gradients"),
+    ("unknown rank: not one scalar per sample (run time)", "error",
+     "test_unknown_rank_batch_hessian_of_more_than_one_scalar_per_sample"),
+    ("unknown rank: a scalar fed as a batch (run time)", "error",
+     "test_unknown_rank_scalar_fed_to_batch_jacobian"),
+    ("a ragged target", "error", "test_ragged_or_sparse_target", "-ragged$"),
+    ("a sparse target", "error", "test_ragged_or_sparse_target", "-sparse$"),
+    ("a ragged source", "error", "test_ragged_or_sparse_source", "-ragged$"),
+    ("a sparse source", "error", "test_ragged_or_sparse_source", "-sparse$"),
+    ("IndexedSlices gradients (gather from a variable)", "value",
+     "test_gather_from_a_variable_gives_indexed_slices_densified"),
+    ("a source from another graph", "error", "test_source_from_another_graph"),
+    ("a target from another graph", "error", "test_target_from_another_graph", None,
+     ("v1graph",)),
+    ("graph tensors used eagerly after their block", "error",
+     "test_graph_tensors_used_eagerly_after_their_block"),
+    ("a Jacobian too big for memory", "error",
+     "test_jacobian_too_big_for_memory_fails_before_anything_is_built"),
+    ("rows in flight above max_bytes", "error",
+     "test_a_small_max_bytes_names_the_chunk_size_that_fits"),
+    *((f"a source of dtype {kind}", "error", "test_source_dtype_without_derivatives",
+       f"-{kind}$") for kind in ("int", "string", "complex", "bool")),
+    *((f"a target of dtype {kind}", "error", "test_target_dtype_without_derivatives",
+       f"-{kind}$") for kind in ("int", "complex")),
+    ("mixed float dtypes", "value", "test_mixed_float_dtypes_each_block_in_its_sources_dtype"),
+    ("float64 sources", "value", "test_float64_sources_stay_float64"),
+    ("a size-0 source", "value", "test_size_zero_source"),
+    ("a size-0 target", "value", "test_size_zero_target"),
+    ("a size-0 batch", "value", "test_size_zero_batch"),
+    ("batch sizes that differ", "error", "test_batch_sizes_differ"),
+    ("a scalar source for batch_jacobian", "error", "test_scalar_source_for_batch_jacobian"),
+    *((f"a source that is {kind}", "error", "test_source_that_is_not_a_tensor", f"-{kind}$")
+      for kind in ("None", "object", "str")),
+    *((f"a target that is {kind}", "error", "test_target_that_is_not_a_tensor", f"-{kind}$")
+      for kind in ("None", "object", "float")),
+    ("a list of tensors as the target", "error", "test_list_of_tensors_as_target"),
+    ("a list where one source is needed", "error",
+     "test_list_of_sources_where_one_tensor_is_needed"),
+    ("a bad primal or weight, named as its argument", "error",
+     "test_bad_leaf_named_by_its_argument"),
+    ("NaN input", "value", "test_nan_input_gives_nan_derivative"),
+    ("an infinite derivative at a finite input", "value",
+     "test_inf_derivative_from_a_finite_input"),
+    ("NaN in the value but not in the derivative", "value",
+     "test_nan_in_the_value_but_not_in_the_derivative"),
+    ("NaN in an unconnected source", "value", "test_nan_in_an_unconnected_source"),
+    *((f"integer-valued op: {kind}", "value", "test_integer_valued_op", f"-{kind}$")
+      for kind in ("floor", "round", "sign", "int-cast")),
+    ("an eager tensor target without its tape", "error", "test_eager_tensor_without_its_tape"),
+    ("a spent non-persistent tape", "error", "test_spent_non_persistent_tape"),
+    ("a source the tape never watched", "error", "test_tape_never_watched_the_source"),
+    ("a slice taken after recording", "error", "test_slice_taken_after_recording"),
+    ("a variable the tape does not watch", "error", "test_variable_the_tape_does_not_watch"),
+    ("a target another, recording tape recorded", "error",
+     "test_target_recorded_by_another_tape_still_recording"),
+    ("a watched source the target does not use", "value",
+     "test_watched_source_the_target_does_not_depend_on"),
+    ("a variable the target never read", "value", "test_variable_the_target_never_read"),
+    ("a variable as the target", "value", "test_variable_target_is_its_own_identity"),
+    ("one tensor twice in the sources", "value",
+     "test_repeated_source_gets_the_total_derivative"),
+    ("one tensor twice in the sources: Hessian", "value", "test_repeated_source_hessian"),
+    ("one tensor twice in the primals: jvp, vjp, hvp", "value",
+     "test_repeated_primal_in_jvp_vjp_and_hvp"),
+    ("a callable that reads its source by closure", "value",
+     "test_callable_that_reads_its_source_by_closure"),
+    ("constant tensors as per-example weights", "value",
+     "test_per_example_weights_that_are_tensors"),
+    ("tf.py_function in a callable target", "value", "test_py_function_in_a_callable_target"),
+    ("tf.py_function in a model (per-example gradients)", "value",
+     "test_py_function_in_a_model_for_per_example_gradients"),
+    ("tf.py_function with one product", "value", "test_py_function_with_one_product"),
+    ("tf.py_function in a tensor target", "error", "test_py_function_in_a_tensor_target"),
+    ("tf.py_function, second order", "error", "test_py_function_second_order"),
+    ("tf.numpy_function in a model", "value", "test_numpy_function_in_per_example_gradients"),
+    ("a dropped model (its weights freed)", "value",
+     "test_a_dropped_model_and_its_weights_are_freed_at_once"),
+    ("8 threads on one cached function, several shapes", "value",
+     "test_threads_share_one_cached_function_with_different_shapes"),
+    ("threads with more callables than the cache holds", "value",
+     "test_threads_with_many_callables_keep_the_cache_bounded"),
+    ("clear_cache() while other threads compute", "value",
+     "test_clear_cache_while_other_threads_compute"),
+    ("third order", "value", "test_third_order"),
+)
+
+
+def test_every_test_is_a_kind_of_the_catalogue():
+    tests = {name for name in globals() if name.startswith("test_")}
+    named = {kind[2] for kind in KINDS}
+    assert tests - named == {"test_every_test_is_a_kind_of_the_catalogue"}
+    assert named <= tests
+    assert len({kind[0] for kind in KINDS}) == len(KINDS) >= 60
+    assert {kind[1] for kind in KINDS} == {"value", "error"}
