@@ -4,6 +4,7 @@ or in chunks of at most `chunk_size` indices, with the fallbacks and warnings in
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 
@@ -162,14 +163,28 @@ def _stack_with(fn, count, like, vectorize: bool, chunk, one_by_one=False):
         if one_by_one:
             return _one_by_one(body, count, like)
         if not vectorize:  # a while_loop with at most `chunk` iterations in flight
-            return tf.map_fn(body, tf.range(count), fn_output_signature=dtypes,
-                             parallel_iterations=chunk)
+            with _caching_device_kept():
+                return tf.map_fn(body, tf.range(count), fn_output_signature=dtypes,
+                                 parallel_iterations=chunk)
         if chunk is None or (isinstance(count, int) and count <= chunk):
             return tf.vectorized_map(body, tf.range(count), warn=False)
         return _chunks(body, count, like, chunk)
 
     stacks = dispatch.as_graph(build)
     return [None if gone else stacked for stacked, gone in zip(stacks, missing)]
+
+
+@contextlib.contextmanager
+def _caching_device_kept():
+    """tf.map_fn sets the variable scope's caching device while it builds, and leaves it
+    set when the body raises (an error of ours, found while tracing a row): in eager code
+    that scope is global, and tf.distribute (any variable scope) then fails."""
+    scope = tf.compat.v1.get_variable_scope()
+    device = scope.caching_device
+    try:
+        yield
+    finally:
+        scope.set_caching_device(device)
 
 
 def _refuse_python(ops):

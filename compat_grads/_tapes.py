@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import threading
 
-from tensorflow.python import pywrap_tfe  # the tape set, as GradientTape uses it (2.12+)
-from tensorflow.python.eager import tape as _tape_set
-
+from compat_grads import _tf
 from compat_grads._errors import ModeError, message
 from compat_grads._tf import tf
 
@@ -34,7 +32,7 @@ def check(function, tape, target, flat, paths):
     for leaf, path, seen in zip(flat, paths, recorded[1:]):
         if not (seen or _variable_watched(tape, leaf)):
             raise _unwatched_error(function, path, leaf)
-    if not recorded[0] and pywrap_tfe.TFE_Py_TapeSetShouldRecordBackprop([target]):
+    if not recorded[0] and _tf.tape_set_records(target):
         raise ModeError(message(
             function, "target was not recorded by the tape given, but by another "
             "GradientTape that is still recording: the tape given cannot differentiate it "
@@ -52,15 +50,14 @@ def _recorded_on(tape, tensors) -> list:
     found, failed = [], []
 
     def ask():
-        _tape_set.push_tape(tape._tape)
+        _tf.push_tape(tape._tape)
         try:
-            found.extend(not isinstance(t, tf.Variable)
-                         and pywrap_tfe.TFE_Py_TapeSetShouldRecordBackprop([t])
+            found.extend(not isinstance(t, tf.Variable) and _tf.tape_set_records(t)
                          for t in tensors)
         except Exception as err:  # noqa: BLE001 - raised again in the caller's thread
             failed.append(err)
         finally:
-            _tape_set.pop_tape(tape._tape)
+            _tf.pop_tape(tape._tape)
     asking = threading.Thread(target=ask)
     asking.start()
     asking.join()

@@ -989,6 +989,15 @@ def test_py_function_in_a_callable_target(route, strategy):
         np.testing.assert_allclose(out, want, rtol=TOL)
 
 
+def test_a_row_that_stops_the_loop_leaves_no_state_behind():
+    """tf.map_fn leaves the variable scope's caching device set when its body raises (here
+    on the py_function, before the rows run again): in eager code that scope is global, and
+    tf.distribute would fail ever after."""
+    with pytest.warns(cg.VectorizationWarning):
+        cg.stacked_jacobian(_through_python, tf.constant(X), strategy="loop", compile=False)
+    assert tf.compat.v1.get_variable_scope().caching_device is None
+
+
 @pytest.mark.parametrize("route", CALLABLE)
 def test_py_function_in_a_model_for_per_example_gradients(route):
     def build(x, w):
@@ -1276,6 +1285,8 @@ KINDS = (
     ("constant tensors as per-example weights", "value",
      "test_per_example_weights_that_are_tensors"),
     ("tf.py_function in a callable target", "value", "test_py_function_in_a_callable_target"),
+    ("a row that stops the loop it is traced in (state restored)", "value",
+     "test_a_row_that_stops_the_loop_leaves_no_state_behind"),
     ("tf.py_function in a model (per-example gradients)", "value",
      "test_py_function_in_a_model_for_per_example_gradients"),
     ("tf.py_function with one product", "value", "test_py_function_with_one_product"),
