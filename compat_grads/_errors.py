@@ -41,6 +41,12 @@ def is_ours(err: BaseException) -> bool:
     return str(err).startswith("compat_grads.")
 
 
+def last_line(err):
+    """The informative line of a TensorFlow error (the last one, after the trace)."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    return (lines[-1] if lines else "")[:300]
+
+
 def _skipped_dirs() -> tuple:
     """Our package, and TensorFlow's (its AutoGraph wrapper sits between us and the caller)."""
     tensorflow = sys.modules.get("tensorflow")

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from compat_grads import _memory
 from compat_grads import _structure as st
-from compat_grads._errors import DerivativeError, VectorizationWarning, message, warn
-from compat_grads._stacking import last_line, stack
+from compat_grads._errors import DerivativeError, VectorizationWarning, last_line, message, warn
+from compat_grads._stacking import stack
 from compat_grads._tf import tf
 
 
@@ -40,37 +40,53 @@ def _joined(*axes):
 def _reverse(backend, flat, how, batched=False):
     """rows[t][k], `[rows of target t] + x_k.shape`: VJPs with one-hot cotangents (one-hot
     per sample when `batched`)."""
-    pull, targets = backend.vjp_fn(), backend.targets
-    rows = []
+    def row_of(pull, targets, t):
+        target, count = targets[t], len(targets)
+        return lambda i: pull(_only(t, st.one_hot_like(target, i, st.dtype_of(target), batched),
+                                    count))
+
+    pull, targets, rows = backend.vjp_fn(), backend.targets, []
     for t, target in enumerate(targets):
-        def row(i, t=t, target=target):
-            one_hot = st.one_hot_like(target, i, st.dtype_of(target), batched)
-            return pull(_only(t, one_hot, len(targets)))
         count = st.per_sample_size(target) if batched else st.size(target)
-        rows.append(stack(backend, row, count, flat, how, backend.vjp_reusable))
+        again = _rerun(backend, lambda served, t=t: row_of(served.vjp_fn(), served.targets, t))
+        rows.append(stack(backend, row_of(pull, targets, t), count, flat, how,
+                          backend.vjp_reusable, again))
     return rows
 
 
 def _forward(backend, flat, how, batched=False):
     """columns[t][k], `target_t.shape + [columns of source k]`, in x_k's dtype: JVPs with
     one-hot tangents (one-hot per sample when `batched`)."""
-    push, targets = backend.jvp_fn(), backend.targets
-    by_source = []
+    def column_of(push, k):
+        x = flat[k]
+        return lambda j: push(_only(k, st.one_hot_like(x, j, st.dtype_of(x), batched),
+                                    len(flat)))
+
+    push, by_source = backend.jvp_fn(), []
     for k, x in enumerate(flat):
-        def column(j, k=k, x=x):
-            return push(_only(k, st.one_hot_like(x, j, st.dtype_of(x), batched), len(flat)))
         count = st.per_sample_size(x) if batched else st.size(x)
-        stacks = stack(backend, column, count, targets, how)
+        again = _rerun(backend, lambda served, k=k: column_of(served.jvp_fn(), k))
+        stacks = stack(backend, column_of(push, k), count, backend.targets, how, rerun=again)
         by_source.append([None if c is None else tf.cast(_move_first_axis_last(c), st.dtype_of(x))
                           for c in stacks])
     return [list(row) for row in zip(*by_source)]
 
 
-def choose_strategy(strategy, target_size, source_size):
-    """'auto' picks forward when the sources are smaller than the target, else reverse."""
+def _rerun(backend, row_of):
+    """The row function `row_of(backend)` computing the target again for each row (on a
+    fresh backend), for targets allowed one derivative per forward pass; None when the
+    target is a tensor, which cannot be computed again."""
+    if backend.fresh() is None:
+        return None
+    return lambda i: row_of(backend.fresh())(i)
+
+
+def choose_strategy(strategy, target_size, source_size, forward_ok=True):
+    """'auto' picks forward when the sources are smaller than the target, else reverse (and
+    reverse when forward mode cannot work: `forward_ok` False)."""
     if strategy != "auto":
         return strategy
-    if isinstance(target_size, int) and isinstance(source_size, int):
+    if forward_ok and isinstance(target_size, int) and isinstance(source_size, int):
         return "forward" if source_size < target_size else "reverse"
     return "reverse"
 
@@ -79,7 +95,8 @@ def jacobian_blocks(backend, flat, how):
     """blocks[t][k] of shape `y_t.shape + x_k.shape` (None or zeros where unconnected)."""
     targets = backend.targets
     how = how.using(choose_strategy(how.strategy, _memory.total(st.size(t) for t in targets),
-                                    _memory.total(st.size(x) for x in flat)))
+                                    _memory.total(st.size(x) for x in flat),
+                                    backend.forward_per_row() is None))
     forward = how.strategy == "forward"
     _memory.check(backend.function, how, _stacks(targets, flat, forward))
     raw = (_forward if forward else _reverse)(backend, flat, how)
@@ -91,7 +108,7 @@ def batch_jacobian_block(backend, source, how):
     """`[b] + y.shape[1:] + x.shape[1:]`: per-sample Jacobians, samples assumed independent."""
     target = backend.target
     how = how.using(choose_strategy(how.strategy, st.per_sample_size(target),
-                                    st.per_sample_size(source)))
+                                    st.per_sample_size(source), backend.forward_per_row() is None))
     forward = how.strategy == "forward"
     _memory.check(backend.function, how, _stacks([target], [source], forward, batched=True))
     if forward:
@@ -115,7 +132,7 @@ def per_example_rows(backend, loss_of_example, count, how):
     flat = backend.sources
     _memory.check(backend.function, how,
                   [(count, 0, _memory.total(_memory.nbytes(w) for w in flat))])
-    rows = stack(backend, row, count, flat, how)
+    rows = stack(backend, row, count, flat, how, rerun=row)  # each row runs its example
     examples = (tf.TensorShape([count if isinstance(count, int) else None]),
                 tf.reshape(count, [1]))
     return [_finish(r, [examples, _shapes(w)], st.dtype_of(w), how.unconnected)

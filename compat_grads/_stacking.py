@@ -4,12 +4,20 @@ or in chunks of at most `chunk_size` indices, with the fallbacks and warnings in
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 
 from compat_grads import _structure as st
 from compat_grads import dispatch
-from compat_grads._errors import DerivativeError, VectorizationWarning, is_ours, message, warn
+from compat_grads._errors import (
+    DerivativeError,
+    VectorizationWarning,
+    is_ours,
+    last_line,
+    message,
+    warn,
+)
 from compat_grads._options import How
 from compat_grads._tf import tf
 
@@ -18,7 +26,7 @@ _VECTORIZATION_ERRORS = (ValueError, TypeError, NotImplementedError, LookupError
                          tf.errors.InvalidArgumentError, tf.errors.UnimplementedError)
 
 
-def stack(backend, fn, count, like, how: How, reusable: bool = True):
+def stack(backend, fn, count, like, how: How, reusable: bool = True, rerun=None):
     """`[fn(i) for i in range(count)]` stacked on a new first axis, one stack per output.
 
     `fn` returns a flat list whose entries may be None (not connected); `like[k]` gives the
@@ -26,10 +34,39 @@ def stack(backend, fn, count, like, how: How, reusable: bool = True):
     Vectorized with pfor unless `how.strategy` is "loop" (or pfor fails: then, with a
     warning, a while_loop); at most `how.chunk_size` indices at a time when it is set.
     `reusable` says whether `fn` can be traced again after a failed attempt.
+
+    Some targets allow one derivative per run of their forward pass (a `tf.py_function`,
+    a TF1 `tf.while_loop` inside another loop): `rerun`, when given, is `fn` computing the
+    target again for its row, and the rows then run one after another with a warning;
+    without it such a target is a `DerivativeError`.
     """
+    # Rows that run the target themselves (an example each) need no check of its forward pass.
+    reason = None if rerun is fn else backend.forward_per_row()
+    if reason is None:
+        try:
+            return _stack(backend, fn, count, like, how, reusable)
+        except _OncePerRun as found:
+            reason = found.reason
+    if rerun is None:
+        raise DerivativeError(message(
+            backend.function, f"{reason}, but this derivative needs it once per row",
+            "TensorFlow has no second derivative through it: differentiate once "
+            "(stacked_jacobian, vjp), or compute the target without it (TensorFlow ops "
+            "instead of Python code; an unrolled loop, such as a Keras RNN with unroll=True)"
+            if backend.order > 1 else "Pass the target as a callable f(sources) (to "
+            "stacked_jacobian, batch_jacobian or per_example_gradients): compat_grads then "
+            "runs it again for each row."))
+    stacks = _stack_with(rerun, count, like, vectorize=False, chunk=None, one_by_one=True)
+    warn(message(backend.function, reason, "Computed the rows one at a time in a while_loop "
+                 "instead, running the target again for each: same values, slower."),
+         VectorizationWarning)
+    return stacks
+
+
+def _stack(backend, fn, count, like, how, reusable):
     chunk = how.chunk_size
     if not how.vectorize:
-        return _stack_with(fn, count, like, False, chunk)
+        return _loop(backend, fn, count, like, chunk, None)
     reason = backend.cannot_vectorize()
     if reason is None:
         try:
@@ -49,18 +86,33 @@ def stack(backend, fn, count, like, how: How, reusable: bool = True):
         backend.function, f"could not vectorize the Jacobian: {reason}",
         "Computing it one row at a time in a while_loop instead: same values, slower. "
         "Pass strategy='loop' to skip the attempt."), VectorizationWarning)
+    return _loop(backend, fn, count, like, chunk, reason)
+
+
+def _loop(backend, fn, count, like, chunk, vectorizing):
+    """The rows in a while_loop; what TensorFlow cannot build there is a DerivativeError.
+    `vectorizing` is why pfor was not used, when it was meant to be."""
     try:
         return _stack_with(fn, count, like, False, chunk)
     except _VECTORIZATION_ERRORS as err:
         if is_ours(err):
             raise
+        tried = "" if vectorizing is None else f"neither vectorized ({vectorizing}) nor "
         raise DerivativeError(message(
-            backend.function, f"TensorFlow could not compute this derivative, neither "
-            f"vectorized ({reason}) nor in a while_loop ({type(err).__name__}: "
-            f"{last_line(err)})", "Try another strategy: 'reverse' works wherever "
-            "tf.gradients does. In a TF1 graph, a target computed by a tf.while_loop (a "
-            "Keras RNN layer: pass unroll=True) cannot be differentiated inside another "
-            "loop.")) from err
+            backend.function, f"TensorFlow could not compute this derivative, {tried}in a "
+            f"while_loop ({type(err).__name__}: {last_line(err)})", "Try another "
+            "strategy: 'reverse' works wherever tf.gradients does.")) from err
+
+
+class _OncePerRun(Exception):
+    """Raised while tracing a row that runs a tf.py_function's gradient, which pops the tape
+    its forward run stashed: one gradient per forward run, however many rows run at once."""
+
+    def __init__(self, op):
+        super().__init__(f"the target runs Python code through tf.py_function (the {op.type} "
+                         f"op '{op.name}'), whose gradient TensorFlow can take once per run "
+                         "of the forward pass")
+        self.reason = str(self)
 
 
 class _PforLog(logging.Filter):
@@ -90,18 +142,16 @@ class _PforLog(logging.Filter):
         return ""
 
 
-def last_line(err):
-    """The informative line of a TensorFlow error (the last one, after the trace)."""
-    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-    return (lines[-1] if lines else "")[:300]
-
-
-def _stack_with(fn, count, like, vectorize: bool, chunk):
+def _stack_with(fn, count, like, vectorize: bool, chunk, one_by_one=False):
     missing = []
 
     @tf.autograph.experimental.do_not_convert
     def body(i):
+        graph = tf.compat.v1.get_default_graph()
+        known = len(graph.get_operations())
         outs = fn(i)
+        if not one_by_one:
+            _refuse_python(graph.get_operations()[known:])
         # Connectivity is structural, so recording it while tracing the body is exact.
         missing[:] = [out is None for out in outs]
         return [tf.zeros(tf.shape(ref), st.dtype_of(ref)) if out is None else out
@@ -110,15 +160,56 @@ def _stack_with(fn, count, like, vectorize: bool, chunk):
     dtypes = [st.dtype_of(ref) for ref in like]
 
     def build():
+        if one_by_one:
+            return _one_by_one(body, count, like)
         if not vectorize:  # a while_loop with at most `chunk` iterations in flight
-            return tf.map_fn(body, tf.range(count), fn_output_signature=dtypes,
-                             parallel_iterations=chunk)
+            with _caching_device_kept():
+                return tf.map_fn(body, tf.range(count), fn_output_signature=dtypes,
+                                 parallel_iterations=chunk)
         if chunk is None or (isinstance(count, int) and count <= chunk):
             return tf.vectorized_map(body, tf.range(count), warn=False)
         return _chunks(body, count, like, chunk)
 
     stacks = dispatch.as_graph(build)
     return [None if gone else stacked for stacked, gone in zip(stacks, missing)]
+
+
+@contextlib.contextmanager
+def _caching_device_kept():
+    """tf.map_fn sets the variable scope's caching device while it builds, and leaves it
+    set when the body raises (an error of ours, found while tracing a row): in eager code
+    that scope is global, and tf.distribute (any variable scope) then fails."""
+    scope = tf.compat.v1.get_variable_scope()
+    device = scope.caching_device
+    try:
+        yield
+    finally:
+        scope.set_caching_device(device)
+
+
+def _refuse_python(ops):
+    """`_OncePerRun` when a row's new ops run a tf.py_function (its forward run, for rows
+    that run the target, or its gradient). tf.numpy_function has no gradient, and pfor runs
+    it in a loop of its own."""
+    found = next((op for op in ops if op.type == "EagerPyFunc"), None)
+    if found is not None:
+        raise _OncePerRun(found)
+
+
+def _one_by_one(body, count, like):
+    """`body(i)` for each i in a while_loop whose every row starts after the previous one
+    has finished: a row that runs the target again then differentiates its own run."""
+    rows = [tf.TensorArray(st.dtype_of(ref), size=count, element_shape=ref.shape)
+            for ref in like]
+
+    def step(i, *rows):
+        with tf.control_dependencies([row.flow for row in rows]):
+            outs = body(i)
+        return (i + 1, *[row.write(i, out) for row, out in zip(rows, outs)])
+
+    _, *rows = tf.while_loop(lambda i, *_: i < count, step, (0, *rows),
+                             parallel_iterations=1)
+    return [row.stack() for row in rows]
 
 
 def _chunks(body, count, like, chunk):

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from compat_grads import _tapes
 from compat_grads._errors import ModeError, describe, message
 from compat_grads._models import unwrap_variable
 from compat_grads._tf import tf
@@ -25,7 +26,8 @@ class Problem:
 
     Exactly one of `target` (a tensor, or a nest of them when `nested_target`) and `fn` (a
     callable taking the sources nest) is set. `argument` is the public name of the sources
-    ("source" for the batch functions, "primals", "weights"), for error messages.
+    ("source" for the batch functions, "primals", "weights"), for error messages. `order`
+    counts the derivatives taken before this one (2 for the first derivative's own).
     """
 
     function: str
@@ -36,6 +38,7 @@ class Problem:
     tape: tf.GradientTape | None = None
     nested_target: bool = False
     argument: str = "sources"
+    order: int = 1
 
     def call(self):
         """Runs the callable target on the sources; returns its (checked) output."""
@@ -66,8 +69,19 @@ def make_problem(function, target, sources, tape=None, nested_target=False,
     problem = Problem(function, None, target if is_callable else None, sources, flat, tape,
                       nested_target, argument)
     if not is_callable:
-        problem.target = problem.check_output(target)
+        problem.target = problem.check_output(_on_tape(tape, target))
+    if tape is not None:
+        _tapes.check(function, tape, problem.target, flat, leaf_paths(sources, argument))
     return problem
+
+
+def _on_tape(tape, target):
+    """A variable target with a tape is read on the tape (`GradientTape.jacobian` does the
+    same); read after recording it would be a new tensor, unconnected to the variable."""
+    target = unwrap_variable(target)
+    if tape is None or not isinstance(target, tf.Variable):
+        return target
+    return _tapes.read_variable(tape, target)
 
 
 # Values TensorFlow would convert to constants: as sources or targets they are not connected

@@ -31,6 +31,20 @@ if _version_tuple(tf.__version__) < MIN_VERSION:  # pragma: no cover - needs an 
         f"TensorFlow {tf.__version__} is installed. {_INSTALL_HINT}"
     )
 
+# TensorFlow's set of active tapes, as GradientTape itself uses it (private, the same from
+# 2.12 to nightly): compat_grads._tapes asks a tape what it recorded.
+from tensorflow.python import pywrap_tfe as _pywrap_tfe  # noqa: E402
+from tensorflow.python.eager import tape as _tape_set  # noqa: E402
+
+push_tape, pop_tape = _tape_set.push_tape, _tape_set.pop_tape
+
+
+def tape_set_records(tensor) -> bool:
+    """Whether a tape in this thread's set of active tapes watched `tensor` or recorded the
+    op that made it (so it would record an op with `tensor` as input)."""
+    return _pywrap_tfe.TFE_Py_TapeSetShouldRecordBackprop([tensor])
+
+
 RELEASE = _version_tuple(tf.__version__)
 KERAS2_BUILT_IN = RELEASE < (2, 16)
 """Up to TensorFlow 2.15 `tf.keras` is Keras 2; from 2.16 it is Keras 3 unless
@@ -67,4 +81,5 @@ def is_keras3_class(cls) -> bool:
     return _version_tuple(version) >= (3, 0)
 
 
-__all__ = ["tf", "MIN_VERSION", "RELEASE", "KERAS2_BUILT_IN", "keras2", "is_keras3_class"]
+__all__ = ["tf", "MIN_VERSION", "RELEASE", "KERAS2_BUILT_IN", "keras2", "is_keras3_class",
+           "push_tape", "pop_tape", "tape_set_records"]

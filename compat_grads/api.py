@@ -27,8 +27,10 @@ def stacked_jacobian(target: Target, sources: Nest, *, tape: tf.GradientTape | N
     Args:
       target: the tensor `y` (graph mode and `tf.function`; in eager mode together with the
         `tape` that recorded it), or a callable `f(sources) -> y` (every mode).
-      sources: a tensor, a variable, or a list / tuple / dict nest of them.
-      tape: the `tf.GradientTape` that recorded an eager tensor target.
+      sources: a tensor, a variable, or a list / tuple / dict nest of them. A tensor given
+        twice (`[x, x]`) gets the total derivative in each place, as `tf.gradients` gives.
+      tape: the `tf.GradientTape` that recorded an eager tensor target (a variable target
+        is read on it).
       strategy: "auto" (forward mode when the sources are smaller than the target, else
         reverse), "reverse" (vectorized VJPs over target elements), "forward" (vectorized
         JVPs over source elements) or "loop" (one row at a time in a `while_loop`, the
@@ -60,8 +62,12 @@ def stacked_jacobian(target: Target, sources: Nest, *, tape: tf.GradientTape | N
         type (a list for strategy=, a string for a bool).
       ValueError: for empty sources, an unknown strategy, a target and sources from two
         different graphs, or a Jacobian larger than `max_bytes`.
-      compat_grads.ModeError: for an eager tensor target without its tape, or graph tensors
-        used outside their graph's `as_default()` block.
+      compat_grads.ModeError: for an eager tensor target without its tape, a source the
+        tape never watched, a target another recording tape recorded, or graph tensors used
+        outside their graph's `as_default()` block.
+      compat_grads.DerivativeError: for what TensorFlow cannot differentiate row by row: a
+        tensor target computed by a `tf.py_function` or a TF1 `tf.while_loop` (pass the
+        callable, which then runs again for each row, with a `VectorizationWarning`).
 
     Example:
       >>> import compat_grads as cg
@@ -118,6 +124,8 @@ def per_element_gradients(target: Target, sources: Nest, *,
 
     Raises:
       TypeError, ValueError, compat_grads.ModeError: as `stacked_jacobian`.
+      compat_grads.DerivativeError: where a graph cannot differentiate the gradient (the
+        forward-mode product), e.g. through a TF1 `tf.while_loop`.
 
     Example:
       >>> import compat_grads as cg
@@ -256,8 +264,8 @@ def per_example_gradients(loss_fn, model, x, y, *, weights: Nest = None,
         `lambda x: model(x, training=True)` (Dropout then draws a mask per example).
       x: the batch of inputs (a tensor or a nest of tensors, batch axis first).
       y: the batch of labels (a tensor or a nest, batch axis first), passed to `loss_fn`.
-      weights: the variables (a list, tuple or dict nest); default
-        `model.trainable_weights`.
+      weights: the variables (a list, tuple or dict nest) the model reads (tensors it
+        reads by closure work too); default `model.trainable_weights`.
       independent: whether examples are independent (see above).
       strategy: "auto" or "reverse" (vectorized with pfor) or "loop" (a `while_loop` over
         examples, the lowest memory).
@@ -317,11 +325,11 @@ def per_example_gradients(loss_fn, model, x, y, *, weights: Nest = None,
         _independent_for(name, options.pop("independent"))
         options.update(distribute=_distribute.hashable(distribute), gather=gather)
         if run := dispatch.compiled(_per_example_distributed, model, (weights, x, y),
-                                    options, compile, jit_compile):
+                                    options, compile, jit_compile, bind_sources=True):
             return run()
         return _per_example_distributed(model, weights, x, y, **options)
     if run := dispatch.compiled(_per_example_gradients, model, (weights, x, y), options,
-                                compile, jit_compile):
+                                compile, jit_compile, bind_sources=True):
         return run()
     return _per_example_gradients(model, weights, x, y, **options)
 
@@ -534,7 +542,8 @@ def jvp(f, primals: Nest, tangents: Nest, *, compile: bool = True, jit_compile: 
 
     Args:
       f: a callable `f(primals) -> tensor or nest of tensors`.
-      primals: a tensor, a variable, or a list / tuple / dict nest of them.
+      primals: a tensor, a variable, or a list / tuple / dict nest of them (a tensor given
+        twice is one primal: its tangents add up).
       tangents: the direction, with the structure, shapes and dtypes of `primals`.
       compile: in eager mode, run a callable target through a tf.function traced once per
         callable, options and input shapes, and cached (False: run it eagerly).
@@ -546,6 +555,8 @@ def jvp(f, primals: Nest, tangents: Nest, *, compile: bool = True, jit_compile: 
 
     Raises:
       TypeError: when `f` is not callable or `tangents` does not match `primals`.
+      compat_grads.DerivativeError: where a graph cannot differentiate the gradient (the
+        double-VJP trick), e.g. through a TF1 `tf.while_loop`.
 
     Example:
       >>> import compat_grads as cg

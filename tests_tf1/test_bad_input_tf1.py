@@ -66,16 +66,19 @@ TARGET_OF = {"hessian": cube_sum, "batch_hessian": row_cube_sum}
 MATERIALISING = ("stacked_jacobian", "batch_jacobian", "hessian", "batch_hessian")
 
 
-@pytest.mark.parametrize("option, value, error, got", [
-    ("independent", "False", TypeError, r"str 'False'"),
-    ("compile", "False", TypeError, r"str 'False'"),
-    ("chunk_size", [2], TypeError, r"list \[2\]"),
-    ("strategy", ["reverse"], TypeError, r"list \['reverse'\]"),
-    ("unconnected_gradients", ["zero"], TypeError, r"list \['zero'\]"),
-    ("max_bytes", "16GB", TypeError, r"str '16GB'"),
-    ("chunk_size", 0, ValueError, r"got 0")],
-    ids=["bool-option-as-string", "compile-as-string", "chunk-size-list", "strategy-list",
-         "unconnected-list", "max-bytes-string", "chunk-size-zero"])
+BAD_OPTIONS = [  # id, option, value, error, what the message says it got
+    ("bool-option-as-string", "independent", "False", TypeError, r"str 'False'"),
+    ("compile-as-string", "compile", "False", TypeError, r"str 'False'"),
+    ("chunk-size-list", "chunk_size", [2], TypeError, r"list \[2\]"),
+    ("strategy-list", "strategy", ["reverse"], TypeError, r"list \['reverse'\]"),
+    ("unconnected-list", "unconnected_gradients", ["zero"], TypeError, r"list \['zero'\]"),
+    ("max-bytes-string", "max_bytes", "16GB", TypeError, r"str '16GB'"),
+    ("chunk-size-zero", "chunk_size", 0, ValueError, r"got 0"),
+]
+
+
+@pytest.mark.parametrize("option, value, error, got", [case[1:] for case in BAD_OPTIONS],
+                         ids=[case[0] for case in BAD_OPTIONS])
 @pytest.mark.parametrize("name", ["batch_jacobian", "batch_hessian"])
 @pytest.mark.parametrize("route", ROUTES)
 def test_bad_option(route, name, option, value, error, got):
@@ -288,3 +291,212 @@ def test_integer_valued_op(route):
     zeros = run(lambda x: call(route, cg.stacked_jacobian, tf.floor, x,
                                unconnected_gradients="zero"), x)
     np.testing.assert_array_equal(zeros, np.zeros((3, 3)))
+
+
+# ----------------------------------------------------------------------------------------
+# A TF1 tf.while_loop in the target: TF1 cannot build its gradient inside another loop, but
+# it can build the loop and its gradient together inside one. A callable target is run
+# again for each row (a VectorizationWarning says so); a tensor target, and the gradient of
+# the gradient forward mode needs, are DerivativeErrors.
+
+def _v1_loop(x):
+    """x³, elementwise, by a TF1 while_loop."""
+    _, y = tf.compat.v1.while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, a * x),
+                                   (0, tf.ones_like(x)))
+    return y
+
+
+def _v1_loop_sum(x):
+    return tf.reduce_sum(_v1_loop(x))
+
+
+@pytest.mark.parametrize("strategy", ["auto", "reverse", "loop"])
+@pytest.mark.parametrize("name", ["stacked_jacobian", "batch_jacobian"])
+def test_v1_while_loop_in_a_callable_target(name, strategy):
+    x = X.astype(np.float64)
+    want = diagonal(3 * x ** 2) if name == "stacked_jacobian" else per_sample(3 * x ** 2)
+    with pytest.warns(cg.VectorizationWarning, match=rf"{name}: the target runs a TF1 "
+                      r"tf\.while_loop.*running the target again for each"):
+        out = run(lambda x: getattr(cg, name)(_v1_loop, x, strategy=strategy), X)
+    np.testing.assert_allclose(out, want, rtol=TOL)
+
+
+def test_v1_while_loop_vjp():
+    out = run(lambda x: cg.vjp(_v1_loop, x, tf.ones_like(x))[1], X)
+    np.testing.assert_allclose(out, 3 * X.astype(np.float64) ** 2, rtol=TOL)
+
+
+@pytest.mark.parametrize("strategy", ["auto", "reverse", "forward", "loop"])
+@pytest.mark.parametrize("name", ["stacked_jacobian", "batch_jacobian"])
+def test_v1_while_loop_in_a_tensor_target(name, strategy):
+    with raises(cg.DerivativeError, name, r"the target runs a TF1 tf\.while_loop",
+                r"needs it once per row", r"Pass the target as a callable"):
+        run(lambda x: getattr(cg, name)(_v1_loop(x), x, strategy=strategy), X)
+
+
+FORWARD_MODE_THROUGH_A_V1_LOOP = {  # TF1 has no gradient of a while_loop's gradient
+    "stacked_jacobian-forward": lambda x: cg.stacked_jacobian(_v1_loop, x, strategy="forward"),
+    "per_element_gradients": lambda x: cg.per_element_gradients(_v1_loop, x),
+    "per_element_gradients-tensor": lambda x: cg.per_element_gradients(_v1_loop(x), x),
+    "jvp": lambda x: cg.jvp(_v1_loop, x, tf.ones_like(x)),
+    "hvp": lambda x: cg.hvp(_v1_loop_sum, x, tf.ones_like(x)),
+    "hessian": lambda x: cg.hessian(_v1_loop_sum, x),
+    "hessian-loop": lambda x: cg.hessian(_v1_loop_sum, x, strategy="loop"),
+}
+
+
+@pytest.mark.parametrize("case", FORWARD_MODE_THROUGH_A_V1_LOOP)
+def test_v1_while_loop_forward_mode_and_second_order(case):
+    name = case.split("-")[0]
+    with raises(cg.DerivativeError, name, r"tf\.while_loop", r"(no second derivative|"
+                r"differentiate the gradient of this target)", r"(reverse mode|differentiate "
+                r"once)"):
+        run(FORWARD_MODE_THROUGH_A_V1_LOOP[case], X)
+
+
+# ----------------------------------------------------------------------------------------
+# tf.py_function in a TF1 graph: a callable target runs again for each row; a tensor
+# target is a DerivativeError; one product works.
+
+def _through_python(x):
+    return tf.py_function(lambda t: t ** 2, [x], tf.float32) * x
+
+
+@pytest.mark.parametrize("strategy", ["auto", "reverse", "forward", "loop"])
+def test_py_function_in_a_callable_target(strategy):
+    with pytest.warns(cg.VectorizationWarning, match=r"tf\.py_function.*EagerPyFunc"):
+        out = run(lambda x: cg.stacked_jacobian(_through_python, x, strategy=strategy), X)
+    np.testing.assert_allclose(out, diagonal(3 * X.astype(np.float64) ** 2), rtol=TOL)
+
+
+def test_py_function_in_a_tensor_target():
+    with raises(cg.DerivativeError, "stacked_jacobian", r"tf\.py_function", r"EagerPyFunc",
+                r"Pass the target as a callable"):
+        run(lambda x: cg.stacked_jacobian(_through_python(x), x), X)
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_py_function_with_one_product(route):
+    out = run(lambda x: call(route, cg.per_element_gradients, _through_python, x), X)
+    np.testing.assert_allclose(out, 3 * X.astype(np.float64) ** 2, rtol=TOL)
+
+
+# ----------------------------------------------------------------------------------------
+# Repeated sources, a callable reading its source by closure, variables as targets,
+# constant tensors as per-example weights, a tape that never watched the source.
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_repeated_source_gets_the_total_derivative(route):
+    def f(s):
+        return s[0] * s[1] ** 2  # x³ when both are x
+    x = X.astype(np.float64)
+    for block in run(lambda x: call(route, cg.stacked_jacobian, f, [x, x]), X):
+        np.testing.assert_allclose(block, diagonal(3 * x ** 2), rtol=TOL)
+    for block in tf.nest.flatten(run(lambda x: call(
+            route, cg.hessian, lambda s: tf.reduce_sum(f(s)), [x, x]), X)):
+        np.testing.assert_allclose(block, diagonal(6 * x), rtol=TOL)
+
+
+def test_callable_that_reads_its_source_by_closure():
+    out = run(lambda x: cg.stacked_jacobian(lambda s: s * x, x), X)
+    np.testing.assert_allclose(out, diagonal(2 * X.astype(np.float64)), rtol=TOL)
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_variable_target_is_its_own_identity(route):
+    out = run(lambda _, v: call(route, cg.stacked_jacobian, lambda v: v, v), X, variables=[X])
+    np.testing.assert_array_equal(out, np.eye(4).reshape(2, 2, 2, 2))
+
+
+def test_per_example_weights_that_are_tensors():
+    def build(x):
+        w = tf.constant([[1.0], [2.0]])
+        return cg.per_example_gradients(lambda t, p: (t - p) ** 2, lambda v: tf.matmul(v, w),
+                                        x, x[:, :1], weights=[w])
+    (out,) = run(build, X)
+    residual = X.astype(np.float64) @ [[1.0], [2.0]] - X[:, :1]
+    np.testing.assert_allclose(out, (2 * residual * X)[:, :, None], rtol=TOL)
+
+
+@pytest.mark.parametrize("unconnected", ["none", "zero"])
+def test_tape_never_watched_the_source(unconnected):
+    def build(x):
+        with tf.GradientTape(persistent=True) as tape:
+            y = x ** 3
+        return cg.stacked_jacobian(y, x, tape=tape, unconnected_gradients=unconnected)
+    with raises(cg.ModeError, "stacked_jacobian", r"sources was not watched by the tape",
+                r"tape\.watch\(x\)"):
+        run(build, X)
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_third_order(route):
+    def inner(z):
+        return tf.reduce_sum(cg.per_element_gradients(lambda w: w ** 4, z))  # Σ 4z³
+    out = run(lambda x: call(route, cg.hessian, inner, x), X)
+    np.testing.assert_allclose(out, diagonal(24 * X.astype(np.float64)), rtol=TOL)
+
+
+# ----------------------------------------------------------------------------------------
+# The catalogue (as in tests_tf2/test_bad_input.py): each kind, what it must give, and the
+# tests that run it (a regular expression their parameter ids match, when a test runs
+# several kinds). Everything here runs in the TF1 mode.
+
+KINDS = (
+    *((f"option {option}={value!r}", "error", "test_bad_option", f"-{case}$")
+      for case, option, value, *_ in BAD_OPTIONS),
+    ("a callable that returns None", "error", "test_callable_returns_none"),
+    ("unknown rank: batch_jacobian", "value", "test_unknown_rank_batch_jacobian"),
+    ("unknown rank: stacked_jacobian", "value", "test_unknown_rank_stacked_jacobian"),
+    ("unknown rank: batch_hessian", "value", "test_unknown_rank_batch_hessian"),
+    ("unknown rank: not one scalar per sample (run time)", "error",
+     "test_unknown_rank_batch_hessian_of_more_than_one_scalar_per_sample"),
+    *((f"a {kind} {where}", "error", "test_ragged_or_sparse", f"-{where}-{kind}$")
+      for where in ("target", "source") for kind in ("ragged", "sparse")),
+    ("IndexedSlices gradients (gather from a variable)", "value",
+     "test_gather_from_a_variable_gives_indexed_slices_densified"),
+    ("a target from another graph", "error", "test_two_graphs", "^target-"),
+    ("a source from another graph", "error", "test_two_graphs", "^sources-"),
+    ("a Jacobian too big for memory", "error",
+     "test_jacobian_too_big_for_memory_fails_before_anything_is_built"),
+    ("rows in flight above max_bytes", "error",
+     "test_a_small_max_bytes_names_the_chunk_size_that_fits"),
+    ("a source of dtype int", "error", "test_source_dtype_without_derivatives", "-int$"),
+    ("a source of dtype complex", "error", "test_source_dtype_without_derivatives",
+     "-complex$"),
+    ("a target of dtype int", "error", "test_integer_target"),
+    ("a size-0 source", "value", "test_size_zero_source_and_target"),
+    ("a size-0 target", "value", "test_size_zero_source_and_target"),
+    ("a source that is None", "error", "test_source_that_is_not_a_tensor", "-None$"),
+    ("a source that is object", "error", "test_source_that_is_not_a_tensor", "-object$"),
+    ("NaN input", "value", "test_nan_and_inf"),
+    ("an infinite derivative at a finite input", "value", "test_nan_and_inf"),
+    ("NaN in the value but not in the derivative", "value", "test_nan_and_inf"),
+    ("integer-valued op: floor", "value", "test_integer_valued_op"),
+    ("a TF1 while_loop in a callable target", "value",
+     "test_v1_while_loop_in_a_callable_target"),
+    ("a TF1 while_loop: vjp", "value", "test_v1_while_loop_vjp"),
+    ("a TF1 while_loop in a tensor target", "error", "test_v1_while_loop_in_a_tensor_target"),
+    ("a TF1 while_loop: forward mode and second order", "error",
+     "test_v1_while_loop_forward_mode_and_second_order"),
+    ("tf.py_function in a callable target", "value", "test_py_function_in_a_callable_target"),
+    ("tf.py_function in a tensor target", "error", "test_py_function_in_a_tensor_target"),
+    ("tf.py_function with one product", "value", "test_py_function_with_one_product"),
+    ("one tensor twice in the sources", "value",
+     "test_repeated_source_gets_the_total_derivative"),
+    ("a callable that reads its source by closure", "value",
+     "test_callable_that_reads_its_source_by_closure"),
+    ("a variable as the target", "value", "test_variable_target_is_its_own_identity"),
+    ("constant tensors as per-example weights", "value",
+     "test_per_example_weights_that_are_tensors"),
+    ("a source the tape never watched", "error", "test_tape_never_watched_the_source"),
+    ("third order", "value", "test_third_order"),
+)
+
+
+def test_every_test_is_a_kind_of_the_catalogue():
+    tests = {name for name in globals() if name.startswith("test_")}
+    named = {kind[2] for kind in KINDS}
+    assert tests - named == {"test_every_test_is_a_kind_of_the_catalogue"}
+    assert named <= tests
+    assert len({kind[0] for kind in KINDS}) == len(KINDS)

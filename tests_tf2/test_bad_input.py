@@ -8,6 +8,8 @@ an eager tensor with the tape that recorded it ("tape"). tests_tf1/test_bad_inpu
 runs the TF1 subset in a TF1 process.
 """
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -755,3 +757,558 @@ def test_spent_non_persistent_tape(name):
     tape.gradient(y, x)
     with raises(RuntimeError, name, r"the tape has no record", r"persistent=True"):
         getattr(cg, name)(y, x, tape=tape)
+
+
+# ----------------------------------------------------------------------------------------
+# Tape misuse: a source the tape never watched, a target another tape recorded. TensorFlow
+# gives None (or zeros) for both, the same as for a source the target does not depend on;
+# compat_grads raises, and unconnected_gradients="zero" does not hide it. Tapes in eager
+# code, in a tf.function and in a v1 Graph.
+
+TAPE_MODES = ("eager", "function", "v1graph")
+
+
+def _spacer(x):
+    """A target computed from x, recorded or not, as each test arranges."""
+    return x ** 3
+
+
+@pytest.mark.parametrize("unconnected", ["none", "zero"])
+@pytest.mark.parametrize("name", ["stacked_jacobian", "per_element_gradients",
+                                  "batch_jacobian"])
+@pytest.mark.parametrize("mode", TAPE_MODES)
+def test_tape_never_watched_the_source(mode, name, unconnected):
+    def build(x):
+        with tf.GradientTape(persistent=True) as tape:
+            y = _spacer(x)
+        return getattr(cg, name)(y, x, tape=tape, unconnected_gradients=unconnected)
+    with raises(cg.ModeError, name, rf"{argument_of(name)} was not watched by the tape",
+                r"tape\.watch\(x\)", r"callable"):
+        run(f"{mode}.tape", build, X)
+
+
+@pytest.mark.parametrize("mode", TAPE_MODES)
+def test_slice_taken_after_recording(mode):
+    """The known trap: `tape.gradient(f, xy[:, 0])` is None; here a clear error."""
+    def build(xy):
+        with tf.GradientTape(persistent=True) as tape:
+            tape.watch(xy)
+            f = 3 * xy[:, 0] ** 2 * xy[:, 1]
+        return cg.batch_jacobian(f, xy[:, 0], tape=tape, unconnected_gradients="zero")
+    with raises(cg.ModeError, "batch_jacobian", r"source was not watched by the tape",
+                r"a slice such as x\[:, 0\] taken after recording is a new tensor"):
+        run(f"{mode}.tape", build, X)
+
+
+@pytest.mark.parametrize("mode", TAPE_MODES)
+def test_variable_the_tape_does_not_watch(mode):
+    def build(x, w):
+        with tf.GradientTape(persistent=True, watch_accessed_variables=False) as tape:
+            tape.watch(x)
+            y = x * w
+        return cg.stacked_jacobian(y, [x, w], tape=tape, unconnected_gradients="zero")
+    with raises(cg.ModeError, "stacked_jacobian", r"sources\[1\] is a variable the tape does "
+                r"not watch", r"watch_accessed_variables=False", r"tape\.watch\(v\)"):
+        run(f"{mode}.tape", build, X, variables=[2.0])
+
+
+@pytest.mark.parametrize("mode", TAPE_MODES)
+def test_target_recorded_by_another_tape_still_recording(mode):
+    """Nested tapes: the inner tape's gradient is recorded by the outer one only."""
+    def build(x):
+        with tf.GradientTape(persistent=True) as outer:
+            outer.watch(x)
+            with tf.GradientTape(persistent=True) as inner:
+                inner.watch(x)
+                y = tf.reduce_sum(_spacer(x))
+            gradient = inner.gradient(y, x)
+            with raises(cg.ModeError, "stacked_jacobian", r"target was not recorded by the "
+                        r"tape given, but by another GradientTape that is still recording",
+                        r"Pass the tape that recorded the target"):
+                cg.stacked_jacobian(gradient, x, tape=inner, unconnected_gradients="zero")
+            right = cg.stacked_jacobian(gradient, x, tape=outer)
+        return right
+    np.testing.assert_allclose(run(f"{mode}.tape", build, X),
+                               jacobian_of_elementwise(6 * X.astype(np.float64)), rtol=TOL)
+
+
+@pytest.mark.parametrize("mode", TAPE_MODES)
+def test_watched_source_the_target_does_not_depend_on(mode):
+    """Not a mistake: a watched source the target does not use gives None, or zeros."""
+    def build(a, b):
+        with tf.GradientTape(persistent=True) as tape:
+            tape.watch([a, b])
+            y = a ** 2
+        return [cg.stacked_jacobian(y, [a, b], tape=tape, unconnected_gradients=u)
+                for u in ("none", "zero")]
+    a = np.array([1.0, -2.0], np.float32)
+    (da, db), (da_zero, db_zero) = run(f"{mode}.tape", build, a, np.ones(3, np.float32))
+    assert db is None
+    np.testing.assert_array_equal(da, np.diag(2 * a))
+    np.testing.assert_array_equal(da_zero, np.diag(2 * a))
+    np.testing.assert_array_equal(db_zero, np.zeros((2, 3)))
+
+
+@pytest.mark.parametrize("mode", TAPE_MODES)
+def test_variable_the_target_never_read(mode):
+    """A tape watches the variables it sees read: one it never saw is truly unconnected."""
+    def build(x, v, w):
+        with tf.GradientTape(persistent=True) as tape:
+            y = v * x[0]
+        return cg.stacked_jacobian(y, [v, w], tape=tape, unconnected_gradients="zero")
+    dv, dw = run(f"{mode}.tape", build, X, variables=[[1.0, 2.0], [3.0]])
+    np.testing.assert_array_equal(dv, np.diag(X[0]))
+    np.testing.assert_array_equal(dw, np.zeros((2, 1)))
+
+
+# ----------------------------------------------------------------------------------------
+# A variable as the target: read on its tape, so its Jacobian is the identity everywhere
+# (TensorFlow's tape.jacobian(v, v) too).
+
+@pytest.mark.parametrize("name, want", [
+    ("stacked_jacobian", np.eye(4).reshape(2, 2, 2, 2)),
+    ("per_element_gradients", np.ones((2, 2))),
+    ("batch_jacobian", np.stack([np.eye(2)] * 2))])
+@pytest.mark.parametrize("route", ROUTES)
+def test_variable_target_is_its_own_identity(route, name, want):
+    out = run(route, lambda _, v: call(route, getattr(cg, name), lambda v: v, v), X,
+              variables=[X])
+    np.testing.assert_array_equal(out, want)
+
+
+# ----------------------------------------------------------------------------------------
+# One tensor twice in the sources, and a callable that reads its source by closure: every
+# occurrence gets the total derivative (TensorFlow's convention: tf.gradients(y, [x, x])),
+# on every route. The compiled eager route passes the tensor in once, and binds in what
+# the callable reads by closure, so it equals the tf.function route bit for bit (the
+# repeated_* cases of the shared matrix check that too).
+
+X3 = np.array([0.5, -1.0, 2.0], np.float32)
+
+
+def _product_of_copies(s):
+    return s[0] * s[1] ** 2  # x³ when both are x
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_repeated_source_gets_the_total_derivative(route):
+    blocks = run(route, lambda x: call(route, cg.stacked_jacobian, _product_of_copies, [x, x]),
+                 X3)
+    for block in blocks:
+        np.testing.assert_allclose(block, np.diag(3 * X3.astype(np.float64) ** 2), rtol=TOL)
+    sums = run(route, lambda x: call(route, cg.per_element_gradients, _product_of_copies,
+                                     [x, x]), X3)
+    for total in sums:
+        np.testing.assert_allclose(total, 3 * X3.astype(np.float64) ** 2, rtol=TOL)
+
+
+@pytest.mark.parametrize("route", CALLABLE + ("function.tensor", "v1graph.tensor"))
+def test_repeated_source_hessian(route):
+    blocks = run(route, lambda x: call(route, cg.hessian, lambda s: tf.reduce_sum(
+        _product_of_copies(s)), [x, x]), X3)
+    for block in tf.nest.flatten(blocks):
+        np.testing.assert_allclose(block, np.diag(6 * X3.astype(np.float64)), rtol=TOL)
+
+
+@pytest.mark.parametrize("route", CALLABLE)
+def test_repeated_primal_in_jvp_vjp_and_hvp(route):
+    """jvp along (u, w) is J·(u + w), J the total derivative; vjp gives cᵀJ per occurrence;
+    hvp gives H·(u + w) per occurrence."""
+    u, w = np.array([1.0, 0.5, -1.0], np.float32), np.array([0.0, 1.0, 2.0], np.float32)
+
+    def build(x, u, w):
+        compile = not route.endswith("uncompiled")
+        scalar = lambda s: tf.reduce_sum(_product_of_copies(s))  # noqa: E731
+        return (cg.jvp(_product_of_copies, [x, x], [u, w], compile=compile)[1],
+                cg.vjp(_product_of_copies, [x, x], u, compile=compile)[1],
+                cg.hvp(scalar, [x, x], [u, w], compile=compile))
+    jvp, vjp, hvp = run(route, build, X3, u, w)
+    x = X3.astype(np.float64)
+    np.testing.assert_allclose(jvp, 3 * x ** 2 * (u + w), rtol=TOL)
+    for part in vjp:
+        np.testing.assert_allclose(part, 3 * x ** 2 * u, rtol=TOL)
+    for part in hvp:
+        np.testing.assert_allclose(part, 6 * x * (u + w), rtol=TOL)
+
+
+@pytest.mark.parametrize("name", ["stacked_jacobian", "batch_jacobian", "hessian"])
+@pytest.mark.parametrize("route", CALLABLE)
+def test_callable_that_reads_its_source_by_closure(route, name):
+    """`lambda s: s * x` with respect to x itself: d(x²)/dx, on every route; and a callable
+    that ignores its argument and reads x alone."""
+    f = {"hessian": lambda s, x: tf.reduce_sum(s * x ** 2)}.get(name, lambda s, x: s * x)
+    g = {"hessian": lambda s, x: tf.reduce_sum(x ** 3)}.get(name, lambda s, x: x ** 2)
+    compile = {"compile": False} if route.endswith("uncompiled") else {}
+
+    def build(x):
+        return [getattr(cg, name)(lambda s, h=h: h(s, x), x, **compile) for h in (f, g)]
+    x = X.astype(np.float64)
+    want = {"stacked_jacobian": jacobian_of_elementwise(2 * x),
+            "batch_jacobian": per_sample(2 * x),
+            "hessian": jacobian_of_elementwise(6 * x)}[name]
+    for out in run(route, build, X):
+        np.testing.assert_allclose(out, want, rtol=TOL)
+
+
+@pytest.mark.parametrize("route", CALLABLE)
+def test_per_example_weights_that_are_tensors(route):
+    """The model reads its weights by closure: a constant tensor as a weight works like a
+    variable (the compiled route binds the weights in)."""
+    def build(x):
+        w = tf.constant([[1.0], [2.0]])
+        return cg.per_example_gradients(lambda t, p: (t - p) ** 2, lambda v: tf.matmul(v, w),
+                                        x, x[:, :1], weights=[w],
+                                        compile=not route.endswith("uncompiled"))
+    (out,) = run(route, build, X)
+    residual = X.astype(np.float64) @ [[1.0], [2.0]] - X[:, :1]
+    np.testing.assert_allclose(out, (2 * residual * X)[:, :, None], rtol=TOL)
+
+
+# ----------------------------------------------------------------------------------------
+# tf.py_function in the target: TensorFlow can take its gradient once per run of the
+# forward pass (the gradient pops the tape the forward run stashed). A callable target is
+# run again for each row, one row after another, with a VectorizationWarning; a tensor
+# target cannot be, and gets a DerivativeError that says to pass the callable.
+
+def _through_python(x):
+    return tf.py_function(lambda t: t ** 2, [x], tf.float32) * x  # x³
+
+
+@pytest.mark.parametrize("strategy", ["auto", "reverse", "forward", "loop"])
+@pytest.mark.parametrize("route", CALLABLE)
+def test_py_function_in_a_callable_target(route, strategy):
+    x = X.astype(np.float64)
+    for name, want in (("stacked_jacobian", jacobian_of_elementwise(3 * x ** 2)),
+                       ("batch_jacobian", per_sample(3 * x ** 2))):
+        with pytest.warns(cg.VectorizationWarning, match=rf"{name}: the target runs Python "
+                          r"code through tf\.py_function.*EagerPyFunc.*running the target "
+                          r"again for each"):
+            out = run(route, lambda x, name=name: call(route, getattr(cg, name),
+                                                       _through_python, x, strategy=strategy),
+                      X)
+        np.testing.assert_allclose(out, want, rtol=TOL)
+
+
+def test_a_row_that_stops_the_loop_leaves_no_state_behind():
+    """tf.map_fn leaves the variable scope's caching device set when its body raises (here
+    on the py_function, before the rows run again): in eager code that scope is global, and
+    tf.distribute would fail ever after."""
+    with pytest.warns(cg.VectorizationWarning):
+        cg.stacked_jacobian(_through_python, tf.constant(X), strategy="loop", compile=False)
+    assert tf.compat.v1.get_variable_scope().caching_device is None
+
+
+@pytest.mark.parametrize("route", CALLABLE)
+def test_py_function_in_a_model_for_per_example_gradients(route):
+    def build(x, w):
+        def model(v):
+            return tf.py_function(lambda a: a, [tf.matmul(v, w)], tf.float32) * tf.matmul(v, w)
+        return cg.per_example_gradients(lambda t, p: (t - p) ** 2, model, x, x[:, :1],
+                                        weights=[w], compile=not route.endswith("uncompiled"))
+    with pytest.warns(cg.VectorizationWarning, match=r"per_example_gradients: the target runs "
+                      r"Python code"):
+        (out,) = run(route, build, X, variables=[[[1.0], [2.0]]])
+    z = X.astype(np.float64) @ [[1.0], [2.0]]  # loss (z² - y)², d/dw = 2 (z² - y) 2z x
+    np.testing.assert_allclose(out, (2 * (z ** 2 - X[:, :1]) * 2 * z * X)[:, :, None],
+                               rtol=TOL)
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_py_function_with_one_product(route):
+    """per_element_gradients is one product: no row needs the forward pass twice."""
+    out = run(route, lambda x: call(route, cg.per_element_gradients, _through_python, x), X)
+    np.testing.assert_allclose(out, 3 * X.astype(np.float64) ** 2, rtol=TOL)
+
+
+@pytest.mark.parametrize("name", ["stacked_jacobian", "batch_jacobian"])
+@pytest.mark.parametrize("route", TENSOR)
+def test_py_function_in_a_tensor_target(route, name):
+    with raises(cg.DerivativeError, name, r"tf\.py_function", r"EagerPyFunc",
+                r"needs it once per row", r"Pass the target as a callable"):
+        run(route, lambda x: call(route, getattr(cg, name), _through_python, x), X)
+
+
+@pytest.mark.parametrize("route", CALLABLE + ("function.tensor", "v1graph.tensor"))
+def test_py_function_second_order(route):
+    def build(x):
+        return call(route, cg.hessian, lambda x: tf.reduce_sum(_through_python(x)), x)
+    with warnings.catch_warnings():  # eager: forward-over-reverse fails first, then says why
+        warnings.simplefilter("ignore", cg.VectorizationWarning)
+        with raises(cg.DerivativeError, "hessian", r"tf\.py_function",
+                    r"no second derivative through it"):
+            run(route, build, X)
+
+
+@pytest.mark.parametrize("route", CALLABLE)
+def test_numpy_function_in_per_example_gradients(route):
+    """tf.numpy_function runs Python code pfor cannot vectorize (pfor runs it in a loop of
+    its own): here it computes a scale from the inputs, a constant for the weights."""
+    def build(x, w):
+        def model(v):
+            scale = tf.numpy_function(lambda a: np.float32(2.0) + 0 * a, [v[:, :1]], tf.float32)
+            return tf.matmul(v, w) * scale
+        return cg.per_example_gradients(lambda t, p: (t - p) ** 2, model, x, x[:, :1],
+                                        weights=[w], compile=not route.endswith("uncompiled"))
+    (out,) = run(route, build, X, variables=[[[1.0], [2.0]]])
+    residual = 2 * X.astype(np.float64) @ [[1.0], [2.0]] - X[:, :1]
+    np.testing.assert_allclose(out, (2 * residual * 2 * X)[:, :, None], rtol=TOL)
+
+
+# ----------------------------------------------------------------------------------------
+# The eager compile cache: a dropped model is freed with its weights at once; threads.
+
+def test_a_dropped_model_and_its_weights_are_freed_at_once():
+    import gc
+    import weakref
+
+    from compat_grads import dispatch
+    from compat_grads.testing import models
+
+    def use_a_model():
+        model = models.build_model(models.CASES[0])
+        x, y = models.inputs(models.CASES[0])
+        x = tf.constant(x, tf.float32)
+        cg.per_example_gradients(models.loss_fn, model, x, y)
+        cg.stacked_jacobian(model, x[:2])
+        cg.stacked_jacobian(lambda ws: model(x[:2]), model.trainable_weights)
+        return [weakref.ref(model), *map(weakref.ref, model.trainable_weights)]
+
+    cg.clear_cache()
+    gone = use_a_model()
+    gc.collect()
+    assert [ref() for ref in gone] == [None] * len(gone)
+    assert len(dispatch.CACHE) == 0  # the entries went with them, and their captured handles
+
+
+def _sine_times_sum(x):  # one module-level callable: one cache entry for every thread
+    return tf.sin(x) * tf.reduce_sum(x)
+
+
+def _sine_times_sum_jacobian(x):
+    x = np.asarray(x, np.float64)
+    return np.diag(np.cos(x) * x.sum()) + np.sin(x)[:, None]
+
+
+def _in_threads(work, count=8, timeout=240):
+    """`work(k)` in `count` threads at once; the exceptions they raised."""
+    import threading
+
+    failures = []
+
+    def guarded(k):
+        try:
+            work(k)
+        except Exception as err:  # noqa: BLE001 - reported by the test
+            failures.append(f"thread {k}: {type(err).__name__}: {err}")
+    threads = [threading.Thread(target=guarded, args=(k,)) for k in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout)
+    assert not any(thread.is_alive() for thread in threads), "a thread hung"
+    return failures
+
+
+def _inputs_of_size(n):
+    return np.linspace(-1.0, 1.0, n).astype(np.float32)
+
+
+def test_threads_share_one_cached_function_with_different_shapes():
+    from compat_grads import dispatch
+
+    cg.clear_cache()
+    alone = {n: cg.stacked_jacobian(_sine_times_sum, tf.constant(_inputs_of_size(n))).numpy()
+             for n in range(1, 9)}
+
+    def work(k):
+        for repeat in range(4):
+            n = 1 + (k + repeat) % 8
+            got = cg.stacked_jacobian(_sine_times_sum, tf.constant(_inputs_of_size(n)))
+            np.testing.assert_array_equal(got, alone[n])  # the single-threaded result
+            np.testing.assert_allclose(got, _sine_times_sum_jacobian(_inputs_of_size(n)),
+                                       rtol=TOL, atol=TOL)
+            assert len(dispatch.CACHE) <= dispatch.CACHE_SIZE
+    assert _in_threads(work) == []
+    assert len(dispatch.CACHE) == 1
+
+
+def test_threads_with_many_callables_keep_the_cache_bounded(monkeypatch):
+    from compat_grads import dispatch
+
+    cg.clear_cache()
+    monkeypatch.setattr(dispatch.CACHE, "size", 4)
+    callables = [lambda x, k=k: x * float(k + 1) for k in range(12)]  # one each, reused
+
+    def work(k):
+        for f in callables[k:] + callables[:k]:
+            scale = float(callables.index(f) + 1)
+            np.testing.assert_array_equal(cg.per_element_gradients(f, tf.constant(X)),
+                                          np.full(X.shape, scale))
+            assert len(dispatch.CACHE) <= 4
+    with warnings.catch_warnings():  # evicted and compiled again: the recompile warning
+        warnings.simplefilter("ignore", RuntimeWarning)
+        assert _in_threads(work) == []
+    assert len(dispatch.CACHE) <= 4
+    cg.clear_cache()
+
+
+def test_clear_cache_while_other_threads_compute():
+    import threading
+
+    stop = threading.Event()
+
+    def clear():
+        while not stop.wait(0.0005):
+            cg.clear_cache()
+    clearer = threading.Thread(target=clear)
+    clearer.start()
+
+    def work(k):
+        for repeat in range(4):
+            n = 1 + (k + repeat) % 8
+            got = cg.stacked_jacobian(_sine_times_sum, tf.constant(_inputs_of_size(n)))
+            np.testing.assert_allclose(got, _sine_times_sum_jacobian(_inputs_of_size(n)),
+                                       rtol=TOL, atol=TOL)
+    try:
+        failures = _in_threads(work)
+    finally:
+        stop.set()
+        clearer.join(60)
+    assert failures == []
+    assert not clearer.is_alive()
+
+
+# ----------------------------------------------------------------------------------------
+# Third order: a Hessian of a function that itself takes a derivative with compat_grads.
+
+@pytest.mark.parametrize("route", CALLABLE + ("function.tensor", "v1graph.tensor"))
+def test_third_order(route):
+    def inner(z):
+        return tf.reduce_sum(cg.per_element_gradients(lambda w: w ** 4, z))  # Σ 4z³
+    out = run(route, lambda x: call(route, cg.hessian, inner, x), X)
+    np.testing.assert_allclose(out, jacobian_of_elementwise(24 * X.astype(np.float64)),
+                               rtol=TOL)
+
+
+# ----------------------------------------------------------------------------------------
+# The catalogue: each kind of bad or unusual input, what it must give ("value": the exact
+# right value; "error": a compat_grads error naming the function and the argument and saying
+# what to do), and the tests that run it: a test name and, when the test runs several kinds,
+# a regular expression its parameter ids match. The modes a kind runs in are read from the
+# route or mode in those ids (tests without one run in eager mode).
+# `python tests_tf2/bad_input_totals.py` counts kinds per mode, here and in tests_tf1.
+
+KINDS = (
+    *((f"option {option}={value!r}", "error", "test_bad_option", f"^{case}-")
+      for case, option, value, *_ in BAD_OPTIONS),
+    ("a numpy bool for a bool option", "value", "test_numpy_bool_option_counts_as_a_bool"),
+    ("loss_fn that is not callable", "error", "test_loss_fn_not_callable"),
+    ("tape= that is not a GradientTape", "error", "test_tape_of_the_wrong_type"),
+    ("a callable that returns None", "error", "test_callable_returns_none"),
+    ("a callable that returns None inside a nest", "error",
+     "test_callable_returns_none_inside_a_nest"),
+    ("a model that returns None", "error", "test_model_or_loss_returns_none", "-model$"),
+    ("a loss_fn that returns None", "error", "test_model_or_loss_returns_none", "-loss_fn$"),
+    ("unknown rank: stacked_jacobian", "value", "test_unknown_rank_stacked_jacobian"),
+    ("unknown rank: batch_jacobian", "value", "test_unknown_rank_batch_jacobian"),
+    ("unknown rank: batch_hessian", "value", "test_unknown_rank_batch_hessian"),
+    ("unknown rank: hessian", "value", "test_unknown_rank_hessian"),
+    ("unknown rank: per_element_gradients", "value", "test_unknown_rank_per_element_gradients"),
+    ("unknown rank: jvp, vjp, hvp, chunks, loops", "value",
+     "test_unknown_rank_products_and_chunks"),
+    ("unknown rank: per_example_gradients", "value", "test_unknown_rank_per_example_gradients"),
+    ("unknown rank: not one scalar per sample (run time)", "error",
+     "test_unknown_rank_batch_hessian_of_more_than_one_scalar_per_sample"),
+    ("unknown rank: a scalar fed as a batch (run time)", "error",
+     "test_unknown_rank_scalar_fed_to_batch_jacobian"),
+    ("a ragged target", "error", "test_ragged_or_sparse_target", "-ragged$"),
+    ("a sparse target", "error", "test_ragged_or_sparse_target", "-sparse$"),
+    ("a ragged source", "error", "test_ragged_or_sparse_source", "-ragged$"),
+    ("a sparse source", "error", "test_ragged_or_sparse_source", "-sparse$"),
+    ("IndexedSlices gradients (gather from a variable)", "value",
+     "test_gather_from_a_variable_gives_indexed_slices_densified"),
+    ("a source from another graph", "error", "test_source_from_another_graph"),
+    ("a target from another graph", "error", "test_target_from_another_graph", None,
+     ("v1graph",)),
+    ("graph tensors used eagerly after their block", "error",
+     "test_graph_tensors_used_eagerly_after_their_block"),
+    ("a Jacobian too big for memory", "error",
+     "test_jacobian_too_big_for_memory_fails_before_anything_is_built"),
+    ("rows in flight above max_bytes", "error",
+     "test_a_small_max_bytes_names_the_chunk_size_that_fits"),
+    *((f"a source of dtype {kind}", "error", "test_source_dtype_without_derivatives",
+       f"-{kind}$") for kind in ("int", "string", "complex", "bool")),
+    *((f"a target of dtype {kind}", "error", "test_target_dtype_without_derivatives",
+       f"-{kind}$") for kind in ("int", "complex")),
+    ("mixed float dtypes", "value", "test_mixed_float_dtypes_each_block_in_its_sources_dtype"),
+    ("float64 sources", "value", "test_float64_sources_stay_float64"),
+    ("a size-0 source", "value", "test_size_zero_source"),
+    ("a size-0 target", "value", "test_size_zero_target"),
+    ("a size-0 batch", "value", "test_size_zero_batch"),
+    ("batch sizes that differ", "error", "test_batch_sizes_differ"),
+    ("a scalar source for batch_jacobian", "error", "test_scalar_source_for_batch_jacobian"),
+    *((f"a source that is {kind}", "error", "test_source_that_is_not_a_tensor", f"-{kind}$")
+      for kind in ("None", "object", "str")),
+    *((f"a target that is {kind}", "error", "test_target_that_is_not_a_tensor", f"-{kind}$")
+      for kind in ("None", "object", "float")),
+    ("a list of tensors as the target", "error", "test_list_of_tensors_as_target"),
+    ("a list where one source is needed", "error",
+     "test_list_of_sources_where_one_tensor_is_needed"),
+    ("a bad primal or weight, named as its argument", "error",
+     "test_bad_leaf_named_by_its_argument"),
+    ("NaN input", "value", "test_nan_input_gives_nan_derivative"),
+    ("an infinite derivative at a finite input", "value",
+     "test_inf_derivative_from_a_finite_input"),
+    ("NaN in the value but not in the derivative", "value",
+     "test_nan_in_the_value_but_not_in_the_derivative"),
+    ("NaN in an unconnected source", "value", "test_nan_in_an_unconnected_source"),
+    *((f"integer-valued op: {kind}", "value", "test_integer_valued_op", f"-{kind}$")
+      for kind in ("floor", "round", "sign", "int-cast")),
+    ("an eager tensor target without its tape", "error", "test_eager_tensor_without_its_tape"),
+    ("a spent non-persistent tape", "error", "test_spent_non_persistent_tape"),
+    ("a source the tape never watched", "error", "test_tape_never_watched_the_source"),
+    ("a slice taken after recording", "error", "test_slice_taken_after_recording"),
+    ("a variable the tape does not watch", "error", "test_variable_the_tape_does_not_watch"),
+    ("a target another, recording tape recorded", "error",
+     "test_target_recorded_by_another_tape_still_recording"),
+    ("a watched source the target does not use", "value",
+     "test_watched_source_the_target_does_not_depend_on"),
+    ("a variable the target never read", "value", "test_variable_the_target_never_read"),
+    ("a variable as the target", "value", "test_variable_target_is_its_own_identity"),
+    ("one tensor twice in the sources", "value",
+     "test_repeated_source_gets_the_total_derivative"),
+    ("one tensor twice in the sources: Hessian", "value", "test_repeated_source_hessian"),
+    ("one tensor twice in the primals: jvp, vjp, hvp", "value",
+     "test_repeated_primal_in_jvp_vjp_and_hvp"),
+    ("a callable that reads its source by closure", "value",
+     "test_callable_that_reads_its_source_by_closure"),
+    ("constant tensors as per-example weights", "value",
+     "test_per_example_weights_that_are_tensors"),
+    ("tf.py_function in a callable target", "value", "test_py_function_in_a_callable_target"),
+    ("a row that stops the loop it is traced in (state restored)", "value",
+     "test_a_row_that_stops_the_loop_leaves_no_state_behind"),
+    ("tf.py_function in a model (per-example gradients)", "value",
+     "test_py_function_in_a_model_for_per_example_gradients"),
+    ("tf.py_function with one product", "value", "test_py_function_with_one_product"),
+    ("tf.py_function in a tensor target", "error", "test_py_function_in_a_tensor_target"),
+    ("tf.py_function, second order", "error", "test_py_function_second_order"),
+    ("tf.numpy_function in a model", "value", "test_numpy_function_in_per_example_gradients"),
+    ("a dropped model (its weights freed)", "value",
+     "test_a_dropped_model_and_its_weights_are_freed_at_once"),
+    ("8 threads on one cached function, several shapes", "value",
+     "test_threads_share_one_cached_function_with_different_shapes"),
+    ("threads with more callables than the cache holds", "value",
+     "test_threads_with_many_callables_keep_the_cache_bounded"),
+    ("clear_cache() while other threads compute", "value",
+     "test_clear_cache_while_other_threads_compute"),
+    ("third order", "value", "test_third_order"),
+)
+
+
+def test_every_test_is_a_kind_of_the_catalogue():
+    tests = {name for name in globals() if name.startswith("test_")}
+    named = {kind[2] for kind in KINDS}
+    assert tests - named == {"test_every_test_is_a_kind_of_the_catalogue"}
+    assert named <= tests
+    assert len({kind[0] for kind in KINDS}) == len(KINDS) >= 60
+    assert {kind[1] for kind in KINDS} == {"value", "error"}

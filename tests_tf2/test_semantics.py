@@ -77,6 +77,9 @@ class _FailingOnce:
     def cannot_vectorize(self):
         return None
 
+    def forward_per_row(self):
+        return None
+
     def row(self, i):
         self.calls += 1
         if self.calls == 1:

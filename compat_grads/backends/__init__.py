@@ -9,6 +9,9 @@
 - `vjp_backend(cotangents_of)`: a backend of the same kind for the first derivative
   `x -> vjp(x, cotangents_of(targets))`, one target per source: second order composes;
 - `cannot_vectorize()`: a reason pfor must not be tried, or None;
+- `forward_per_row()`: a reason each row must run the forward pass again, or None;
+- `fresh()`: the same problem served anew (a callable target run again: the rows that need
+  their own forward pass are built on it), or None for a tensor target;
 - `vjp_reusable`: whether `vjp_fn`'s function can be traced again after a failed attempt.
 
 `compat_grads._jacobians` composes every public function from these. A None result always
@@ -35,6 +38,11 @@ class Backend:
         return self._problem.function
 
     @property
+    def order(self) -> int:
+        """1 for the target's derivative, 2 for the derivative of its gradient."""
+        return self._problem.order
+
+    @property
     def target(self):
         (target,) = self.targets
         return target
@@ -43,13 +51,23 @@ class Backend:
     def sources(self) -> list:
         return self._problem.flat
 
+    def fresh(self):
+        """A backend that runs the callable target again, or None for a tensor target (and
+        for a first derivative: the ops that need this have no second one)."""
+        if self._problem.fn is None or self._problem.order > 1:
+            return None
+        return type(self)(self._problem)
+
+    def forward_per_row(self):
+        return None
+
     def sibling(self, fn):
         """A backend of the same kind, for the same sources and another callable target."""
         return type(self)(dataclasses.replace(self._problem, fn=fn, target=None, tape=None))
 
     def _derived(self, **changes) -> Problem:
-        return dataclasses.replace(self._problem, **{"nested_target": True, "tape": None,
-                                                     **changes})
+        return dataclasses.replace(self._problem, **{
+            "nested_target": True, "tape": None, "order": self._problem.order + 1, **changes})
 
 
 def linear_push(dummies, linear, differentiate):

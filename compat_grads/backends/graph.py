@@ -3,15 +3,16 @@ or a `tf.function` body). Forward-mode products come from the double-VJP trick."
 
 import functools
 
+from compat_grads._errors import DerivativeError, is_ours, last_line, message
 from compat_grads._structure import densify, pairs, zeros_for_none
 from compat_grads._tf import tf
 from compat_grads.backends import Backend, linear_push
 
 # TF1 (v1) control flow. pfor cannot vectorize gradients through it reliably: reverse mode
 # through a v1 tf.cond builds but fails at run time ("Retval[0] does not have value").
-_V1_CONTROL_FLOW = frozenset(
-    {"Switch", "RefSwitch", "Merge", "RefMerge", "Enter", "RefEnter", "Exit", "RefExit",
-     "NextIteration", "RefNextIteration", "LoopCond"})
+_V1_LOOP = frozenset({"Enter", "RefEnter", "Exit", "RefExit", "NextIteration",
+                      "RefNextIteration", "LoopCond"})
+_V1_CONTROL_FLOW = _V1_LOOP | {"Switch", "RefSwitch", "Merge", "RefMerge"}
 
 
 class GraphBackend(Backend):
@@ -47,14 +48,15 @@ class GraphBackend(Backend):
 
         def pull(cotangents):
             ys, us = pairs(targets, cotangents)
-            return [densify(g) for g in tf.compat.v1.gradients(ys, sources, grad_ys=us)]
+            return [densify(g) for g in self._gradients(ys, sources, us)]
         return pull
 
     def jvp_fn(self):
         """The double-VJP trick: g(u) = uᵀJ is linear in u, so the gradient of g·v with respect
         to u is J·v. The dummy u only fixes shapes; its value never matters."""
         dummies = [tf.zeros_like(t) for t in self.targets]
-        return linear_push(dummies, self.vjp_fn()(dummies), tf.compat.v1.gradients)
+        return linear_push(dummies, self.vjp_fn()(dummies), functools.partial(
+            self._gradients, second=True))
 
     def linearize(self, tangents):
         return self._output, self.jvp_fn()(tangents)
@@ -66,30 +68,65 @@ class GraphBackend(Backend):
 
     def cannot_vectorize(self):
         """Why pfor must not be used for these targets (None when it may be)."""
-        return self._unvectorizable
+        found = next(iter(self._v1_control_flow.values()), None)
+        return found and (f"the target uses TF1 control flow (a {found.type} op from tf.cond "
+                          f"or tf.while_loop), which pfor cannot vectorize reliably")
+
+    def forward_per_row(self):
+        """Why each row must run the forward pass again (None when it need not): TF1
+        cannot build the gradient of a tf.while_loop inside another loop, but it can build
+        the loop and its gradient together inside one."""
+        found = next((op for kind, op in self._v1_control_flow.items() if kind in _V1_LOOP),
+                     None)
+        return found and (f"the target runs a TF1 tf.while_loop (its {found.type} op "
+                          f"'{found.name}'), whose gradient TensorFlow cannot build inside "
+                          "another loop")
 
     @functools.cached_property
-    def _unvectorizable(self):
+    def _v1_control_flow(self):
         # A walk over every ancestor of the targets: once per backend, not once per stack.
-        found = _find_op_types(self.targets, _V1_CONTROL_FLOW, self._sources)
-        return found and (f"the target uses TF1 control flow (a {found} op from tf.cond or "
-                          f"tf.while_loop), which pfor cannot vectorize reliably")
+        return _ancestors_of_types(self.targets, _V1_CONTROL_FLOW, self._sources)
+
+    def _gradients(self, ys, xs, grad_ys, second=False):
+        """`tf.gradients`; what TensorFlow cannot build is a DerivativeError. `second`: the
+        gradient of a gradient (forward mode by the double-VJP trick)."""
+        try:
+            return tf.compat.v1.gradients(ys, xs, grad_ys=grad_ys)
+        except (TypeError, ValueError, LookupError, NotImplementedError) as err:
+            if is_ours(err):
+                raise
+            raise self._cannot(err, second or self._problem.order > 1) from err
+
+    def _cannot(self, err, second):
+        found = f"{type(err).__name__}: {last_line(err)}"
+        if not second:
+            return DerivativeError(message(
+                self.function, f"TensorFlow could not differentiate this target ({found})",
+                "Every op between the sources and the target needs a gradient: compute the "
+                "target with differentiable ops."))
+        return DerivativeError(message(
+            self.function, "TensorFlow could not differentiate the gradient of this target, "
+            f"which this call needs (a second derivative, or forward mode, which a graph "
+            f"computes as the gradient of a gradient: {found})", "A TF1 tf.while_loop has "
+            "no second derivative: use first-order reverse mode (stacked_jacobian or "
+            "batch_jacobian with strategy='reverse', or vjp; per-element gradients are the "
+            "Jacobian summed over the source's axes), or run it in TF2 (control flow v2)."))
 
 
 def _is_resource_variable(x):
     return isinstance(x, tf.Variable) and hasattr(x, "handle")
 
 
-def _find_op_types(targets, types, stop_at):
-    """The type of the first op of `types` among the ancestors of `targets`, else None."""
+def _ancestors_of_types(targets, types, stop_at):
+    """{type: the first op of that type} among the ancestors of `targets`, for `types`."""
     stop = {id(t.op) for t in stop_at if hasattr(t, "op")}
-    seen, todo = set(), [t.op for t in targets]
+    seen, todo, found = set(), [t.op for t in targets], {}
     while todo:
         op = todo.pop()
         if id(op) in seen or id(op) in stop:
             continue
         seen.add(id(op))
         if op.type in types:
-            return op.type
+            found.setdefault(op.type, op)
         todo.extend(t.op for t in op.inputs)
-    return None
+    return found

@@ -60,7 +60,7 @@ class TapeBackend(Backend):
     def linearize(self, tangents):
         if self._problem.fn is None:
             return self._recorded[0], self._double_vjp()(tangents)
-        primals, vectors = pairs(self._problem.flat, tangents) or ([], [])
+        primals, vectors = _merged(*(pairs(self._problem.flat, tangents) or ([], [])))
         with tf.autodiff.ForwardAccumulator(primals, vectors) as accumulator:
             output = self._problem.call()
         return output, [densify(accumulator.jvp(t)) for t in tf.nest.flatten(output)]
@@ -96,3 +96,14 @@ class TapeBackend(Backend):
 
     def cannot_vectorize(self):
         return None
+
+
+def _merged(primals, tangents):
+    """A source given twice (`[x, x]`) is one primal, with the sum of its tangents: each
+    occurrence gets the total derivative (ForwardAccumulator refuses a primal twice)."""
+    merged = {}
+    for primal, tangent in zip(primals, tangents):
+        if id(primal) in merged:
+            tangent = merged[id(primal)][1] + tangent
+        merged[id(primal)] = (primal, tangent)
+    return [p for p, _ in merged.values()], [t for _, t in merged.values()]

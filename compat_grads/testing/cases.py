@@ -45,6 +45,8 @@ class Case:
       coupled: samples interact, so batch functions run with `independent=False` only.
       hessian: `(sources, consts) -> [[block per flat source] per flat source]`, the
         analytic Hessian; otherwise second-order central differences of `numpy_fn`.
+      repeats: (j, k) pairs, k < j: flat source j is flat source k itself, one tensor in
+        the nest twice; every occurrence gets the total derivative (the oracle moves both).
       note: what the case guards against.
     """
 
@@ -66,14 +68,29 @@ class Case:
     second_order: bool = False
     coupled: bool = False
     hessian: Callable | None = None
+    repeats: tuple = ()
     note: str = ""
 
     def inputs(self):
         """(sources, consts) as float64 arrays holding values exactly representable in dtype."""
         rng = np.random.default_rng(zlib.crc32(self.name.encode()))
         rounded = lambda a: round_to(np.asarray(a, np.float64), self.dtype)  # noqa: E731
-        sources = tf.nest.map_structure(rounded, self.make_sources(rng))
+        sources = self.repeated(tf.nest.map_structure(rounded, self.make_sources(rng)))
         return sources, {k: rounded(v) for k, v in self.make_consts(rng).items()}
+
+    def repeated(self, sources):
+        """`sources` with each repeated leaf replaced by the leaf it repeats (`repeats`)."""
+        if not self.repeats:
+            return sources
+        flat = tf.nest.flatten(sources)
+        for j, k in self.repeats:
+            flat[j] = flat[k]
+        return tf.nest.pack_sequence_as(sources, flat)
+
+    def group(self, k) -> tuple:
+        """The flat indices of the sources that are flat source k itself (k included)."""
+        first = dict(self.repeats).get(k, k)
+        return (first, *sorted(j for j, i in self.repeats if i == first))
 
     def __str__(self):
         return self.name
@@ -256,6 +273,19 @@ CASES = (
     Case("identity_target", lambda x, c: tf.identity(x), _normal(2, 3),
          jacobian=lambda x, c: [np.eye(6).reshape(2, 3, 2, 3)],
          numpy_fn=lambda x, c: x),
+    Case("repeated_sources", lambda s, c: s[0] * s[1] * tf.sin(s[2]),
+         lambda rng: [rng.standard_normal(3), rng.standard_normal(3), rng.standard_normal(3)],
+         numpy_fn=lambda s, c: s[0] * s[1] * np.sin(s[2]), repeats=((1, 0),),
+         second_order=True,
+         note="[x, x, z]: one tensor twice in the sources; every occurrence gets the total "
+              "derivative, as tf.gradients gives it, on every route (the compiled eager route "
+              "passes x in once). Every derivative adds at most two terms: three or more may "
+              "be added in another order by another runtime (see docs/traps.rst)"),
+    Case("repeated_variables", lambda s, c: tf.reduce_sum(s[0] ** 2 * s[1]),
+         lambda rng: [rng.standard_normal(3), rng.standard_normal(3)],
+         numpy_fn=lambda s, c: np.sum(s[0] ** 2 * s[1]), repeats=((1, 0),), variables=True,
+         second_order=True, note="[v, v] with a scalar target: Hessian and hvp of one variable "
+                                 "given twice"),
     Case("piecewise_cond", _piecewise, lambda rng: rng.uniform(0.5, 1.5, 3),
          numpy_fn=_piecewise_np, may_fall_back=True, unsupported=("tf1.tape",),
          second_order=True, fails=(

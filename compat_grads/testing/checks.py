@@ -263,7 +263,7 @@ def hvp_against_hessian(case, mode):
 
     def tensors():
         convert = lambda a: tf.constant(a, dtype)  # noqa: E731
-        return (tf.nest.map_structure(convert, sources),
+        return (case.repeated(tf.nest.map_structure(convert, sources)),
                 tf.nest.map_structure(convert, tangents),
                 {k: convert(v) for k, v in consts.items()})
 

@@ -125,11 +125,10 @@ def _dropout(init, dtype):
 
 
 # pfor cannot vectorize the gradient of a while_v2 loop per example (TensorList ops), and
-# in TF1 graphs tf_keras's RNN loop is a v1 while_loop, which pfor must not see at all.
+# in TF1 graphs tf_keras's RNN loop is a v1 while_loop, which pfor must not see at all;
+# nor can tf.gradients differentiate a v1 while_loop built outside the loop that stacks the
+# rows, so there each row runs the model again (with a warning).
 RNN_FALLBACKS = ("per_example_gradients@*", "*@tf1")
-# ... and tf.gradients cannot differentiate a v1 while_loop built outside the loop that
-# stacks the rows: a TF1 limitation, reported with DerivativeError.
-RNN_TF1_FAILURES = ("weights_jacobian@tf1", "batch_jacobian@tf1")
 
 CASES = (
     ModelCase("mlp", _mlp, (5,), strategies=({}, {"strategy": "loop"}, {"chunk_size": 3})),
@@ -137,10 +136,8 @@ CASES = (
     ModelCase("embedding", _embedding, (3,), vocabulary=7),
     ModelCase("batchnorm_inference", _batch_norm, (5,)),
     ModelCase("batchnorm_training", _batch_norm, (5,), training=True, coupled=True),
-    ModelCase("lstm", _recurrent("LSTM"), (4, 2), falls_back=RNN_FALLBACKS,
-              fails=RNN_TF1_FAILURES),
-    ModelCase("gru", _recurrent("GRU"), (4, 2), falls_back=RNN_FALLBACKS,
-              fails=RNN_TF1_FAILURES),
+    ModelCase("lstm", _recurrent("LSTM"), (4, 2), falls_back=RNN_FALLBACKS),
+    ModelCase("gru", _recurrent("GRU"), (4, 2), falls_back=RNN_FALLBACKS),
     ModelCase("dropout_inference", _dropout, (5,)),
 )
 

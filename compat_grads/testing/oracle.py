@@ -39,8 +39,15 @@ def _replace(nest, index, value):
     return rebuild(nest)
 
 
-def _central_differences(fn, sources, consts):
-    blocks = []
+def _moved(case, nest, k, value):
+    """`nest` with flat leaf k, and every leaf that repeats it, replaced by `value`."""
+    for index in case.group(k):
+        nest = _replace(nest, index, value)
+    return nest
+
+
+def _central_differences(case, sources, consts):
+    fn, blocks = case.numpy_fn, []
     for k, x in enumerate(_flatten(sources)):
         x = np.asarray(x, np.float64)
         y_shape = np.shape(fn(sources, consts))
@@ -50,22 +57,24 @@ def _central_differences(fn, sources, consts):
             plus, minus = x.copy(), x.copy()
             plus.flat[j] += step
             minus.flat[j] -= step
-            diff = (np.asarray(fn(_replace(sources, k, plus), consts))
-                    - np.asarray(fn(_replace(sources, k, minus), consts)))
+            diff = (np.asarray(fn(_moved(case, sources, k, plus), consts))
+                    - np.asarray(fn(_moved(case, sources, k, minus), consts)))
             block[:, j] = diff.reshape(-1) / (2 * step)
         blocks.append(block.reshape(y_shape + x.shape))
     return blocks
 
 
-def _second_differences(fn, sources, consts):
+def _second_differences(case, sources, consts):
     """H[i][j] = y.shape + x_i.shape + x_j.shape by second-order central differences."""
+    fn = case.numpy_fn
     flat = [np.asarray(x, np.float64) for x in _flatten(sources)]
     y_shape = np.shape(fn(sources, consts))
 
     def at(moves):
         moved = [x.copy() for x in flat]
         for k, index, step in moves:
-            moved[k].flat[index] += step
+            for same in case.group(k):  # a repeated source moves with its every occurrence
+                moved[same].flat[index] += step
         nest = sources
         for k, x in enumerate(moved):
             nest = _replace(nest, k, x)
@@ -94,7 +103,7 @@ def hessian(case: Case) -> list:
     if case.hessian is not None:
         blocks = case.hessian(sources, consts)
     else:
-        blocks = _second_differences(case.numpy_fn, sources, consts)
+        blocks = _second_differences(case, sources, consts)
     return [[None if i in case.unconnected or j in case.unconnected else np.asarray(b)
              for j, b in enumerate(row)] for i, row in enumerate(blocks)]
 
@@ -106,7 +115,7 @@ def jacobian(case: Case) -> list:
     if case.jacobian is not None:
         blocks = case.jacobian(sources, consts)
     else:
-        blocks = _central_differences(case.numpy_fn, sources, consts)
+        blocks = _central_differences(case, sources, consts)
     return [None if k in case.unconnected else np.asarray(b, np.float64)
             for k, b in enumerate(blocks)]
 

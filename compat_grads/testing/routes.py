@@ -133,13 +133,13 @@ def _run_graph(item, kind):
     with graph.as_default():
         if case.variables:
             # GradientTape cannot watch TF1's default reference variables.
-            xs = tf.nest.map_structure(
+            xs = case.repeated(tf.nest.map_structure(
                 lambda v: tf.compat.v1.Variable(v, dtype=dtype, use_resource=kind == "tape"),
-                _numpy(sources, dtype))
+                _numpy(sources, dtype)))
             feeds = {}
         else:
-            xs = tf.nest.map_structure(
-                lambda v: tf.compat.v1.placeholder(dtype, _shape(case, v)), sources)
+            xs = case.repeated(tf.nest.map_structure(
+                lambda v: tf.compat.v1.placeholder(dtype, _shape(case, v)), sources))
             feeds = dict(zip(tf.nest.flatten(xs), tf.nest.flatten(_numpy(sources, dtype))))
         cs = {k: tf.compat.v1.placeholder(dtype, np.shape(v)) for k, v in consts.items()}
         feeds.update({cs[k]: np.asarray(v, dtype.as_numpy_dtype) for k, v in consts.items()})
@@ -162,6 +162,7 @@ def _run_function(item, kind):
     traced = {}
 
     def body(xs, cs):
+        xs = case.repeated(xs)
         out = _invoke(item, kind, xs, cs)
         traced.update(static=_static(out), structure=_structure_error(item, out, xs))
         return out
@@ -183,7 +184,7 @@ def _run_eager(item, kind):
     sources, consts = case.inputs()
     dtype = tf.as_dtype(case.dtype)
     make = tf.Variable if case.variables else tf.constant
-    xs = tf.nest.map_structure(lambda v: make(v, dtype=dtype), sources)
+    xs = case.repeated(tf.nest.map_structure(lambda v: make(v, dtype=dtype), sources))
     cs = {k: tf.constant(v, dtype) for k, v in consts.items()}
     out = _invoke(item, kind, xs, cs)
     flat = tf.nest.flatten(out)

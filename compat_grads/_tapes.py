@@ -1,0 +1,94 @@
+"""What a `tf.GradientTape` recorded: checked before a tensor target is differentiated on it.
+
+TensorFlow gives None (or zeros) for a source the tape never watched and for a target it
+never recorded, the same as for a source the target does not depend on. The first two are
+mistakes, and compat_grads says so; the third is a right answer and stays one.
+
+A tape answers "would you record an op with these inputs?" (whether it watched a tensor or
+recorded the op that made it) only from the thread's set of active tapes, which may hold
+other tapes. The question is asked in a thread of its own, where the set holds this tape
+alone.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from compat_grads import _tf
+from compat_grads._errors import ModeError, message
+from compat_grads._tf import tf
+
+
+def read_variable(tape, variable):
+    """A variable target read while `tape` records (as `GradientTape.jacobian` does), so the
+    read is on the tape: read after recording, it is a new tensor the tape never saw."""
+    with tape._ensure_recording():
+        return tf.convert_to_tensor(variable)
+
+
+def check(function, tape, target, flat, paths):
+    """ModeError for a source the tape never watched or a target another tape recorded."""
+    recorded = _recorded_on(tape, [target, *flat])
+    for leaf, path, seen in zip(flat, paths, recorded[1:]):
+        if not (seen or _variable_watched(tape, leaf)):
+            raise _unwatched_error(function, path, leaf)
+    if not recorded[0] and _tf.tape_set_records(target):
+        raise ModeError(message(
+            function, "target was not recorded by the tape given, but by another "
+            "GradientTape that is still recording: the tape given cannot differentiate it "
+            "(TensorFlow would give None, or zeros with unconnected_gradients='zero')",
+            "Pass the tape that recorded the target (with nested tapes, the gradient an "
+            "inner tape computes is recorded by the outer one), or pass a callable "
+            "f(sources)."))
+
+
+def _recorded_on(tape, tensors) -> list:
+    """For each tensor, whether `tape` watched it or recorded the op that made it (False for
+    a variable: its handle is what the tape watches, see `_variable_watched`)."""
+    if tape._tape is None:  # a persistent tape that never recorded
+        return [False] * len(tensors)
+    found, failed = [], []
+
+    def ask():
+        _tf.push_tape(tape._tape)
+        try:
+            found.extend(not isinstance(t, tf.Variable) and _tf.tape_set_records(t)
+                         for t in tensors)
+        except Exception as err:  # noqa: BLE001 - raised again in the caller's thread
+            failed.append(err)
+        finally:
+            _tf.pop_tape(tape._tape)
+    asking = threading.Thread(target=ask)
+    asking.start()
+    asking.join()
+    if failed:
+        raise failed[0]
+    return found
+
+
+def _variable_watched(tape, leaf) -> bool:
+    """A variable counts as watched when the tape watches it, or when the tape watches the
+    variables it reads and so never read this one: it is then truly unconnected."""
+    if not isinstance(leaf, tf.Variable):
+        return False
+    return tape._watch_accessed_variables or any(
+        v is leaf for v in tape.watched_variables())
+
+
+def _unwatched_error(function, path, leaf):
+    if isinstance(leaf, tf.Variable):
+        return ModeError(message(
+            function, f"{path} is a variable the tape does not watch (it was created with "
+            "watch_accessed_variables=False and tape.watch was not called on it), so no "
+            "derivative can reach it: TensorFlow would give None, or zeros with "
+            "unconnected_gradients='zero'",
+            "Call tape.watch(v) inside the `with tf.GradientTape(...) as tape:` block, "
+            "before the target is computed, or pass a callable f(sources)."))
+    return ModeError(message(
+        function, f"{path} was not watched by the tape: it is neither a tensor passed to "
+        "tape.watch nor computed while the tape recorded, so no derivative can reach it "
+        "(TensorFlow would give None, or zeros with unconnected_gradients='zero', "
+        "whatever the target)", "Call tape.watch(x) inside the `with "
+        "tf.GradientTape() as tape:` block before computing the target from x (a slice "
+        "such as x[:, 0] taken after recording is a new tensor: differentiate with respect "
+        "to x and index the result), or pass a callable f(sources)."))
