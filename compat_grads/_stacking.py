@@ -48,19 +48,25 @@ def stack(backend, fn, count, like, how: How, reusable: bool = True, rerun=None)
         except _OncePerRun as found:
             reason = found.reason
     if rerun is None:
-        raise DerivativeError(message(
-            backend.function, f"{reason}, but this derivative needs it once per row",
-            "TensorFlow has no second derivative through it: differentiate once "
-            "(stacked_jacobian, vjp), or compute the target without it (TensorFlow ops "
-            "instead of Python code; an unrolled loop, such as a Keras RNN with unroll=True)"
-            if backend.order > 1 else "Pass the target as a callable f(sources) (to "
-            "stacked_jacobian, batch_jacobian or per_example_gradients): compat_grads then "
-            "runs it again for each row."))
+        raise _once_per_run_error(backend, reason)
     stacks = _stack_with(rerun, count, like, vectorize=False, chunk=None, one_by_one=True)
     warn(message(backend.function, reason, "Computed the rows one at a time in a while_loop "
                  "instead, running the target again for each: same values, slower."),
          VectorizationWarning)
     return stacks
+
+
+def _once_per_run_error(backend, reason):
+    """A target allowed one derivative per forward run, which cannot be run again: a tensor
+    (pass the callable), or a first derivative (TensorFlow has no second one through it)."""
+    return DerivativeError(message(
+        backend.function, f"{reason}, but this derivative needs it once per row",
+        "TensorFlow has no second derivative through it: differentiate once "
+        "(stacked_jacobian, vjp), or compute the target without it (TensorFlow ops instead "
+        "of Python code; an unrolled loop, such as a Keras RNN with unroll=True)"
+        if backend.order > 1 else "Pass the target as a callable f(sources) (to "
+        "stacked_jacobian, batch_jacobian or per_example_gradients): compat_grads then runs "
+        "it again for each row."))
 
 
 def _stack(backend, fn, count, like, how, reusable):
