@@ -125,6 +125,10 @@ def test_errors_are_the_loops_errors(case):
     assert ours is theirs
 
 
+# float32 rows computed vectorized against the loop's rows
+TOL = {"rtol": 2e-5, "atol": 1e-6}
+
+
 def _run(build):
     """The values of the nests `build()` returns, from a new graph, and that graph's op
     types."""
@@ -136,14 +140,6 @@ def _run(build):
         return got, {op.type for op in graph.get_operations()}
 
 
-def _assert_close(got, want):
-    got, want = tf.nest.flatten(got), tf.nest.flatten(want)
-    assert len(got) == len(want)
-    for g, w in zip(got, want):
-        assert np.shape(g) == np.shape(w)
-        np.testing.assert_allclose(g, w, rtol=2e-5, atol=1e-6)
-
-
 def _net():
     x = tf.constant(RNG.randn(4, 5), tf.float32)
     w = tf.compat.v1.get_variable("w", initializer=tf.constant(RNG.randn(5, 3), tf.float32))
@@ -151,7 +147,7 @@ def _net():
 
 
 @pytest.mark.parametrize("index", [0, None], ids=["[0]", "unpacked (g,) ="])
-def test_row_list_is_the_loops_list(index):
+def test_row_list_is_the_loops_list(index, assert_nested_close):
     def build():
         x, w, y = _net()
         rows = gradient_row_list(y, x, range(3), axis=1, index=index)
@@ -159,10 +155,10 @@ def test_row_list_is_the_loops_list(index):
         return rows, [tf.compat.v1.gradients(y[:, i], x)[0] for i in range(3)]
 
     (got, want), _ = _run(build)
-    _assert_close(got, want)
+    assert_nested_close(got, want, **TOL)
 
 
-def test_row_list_keeps_the_cached_rows():
+def test_row_list_keeps_the_cached_rows(assert_nested_close):
     def build():
         x, w, y = _net()
         first = tf.compat.v1.gradients(y[:, 1], x)[0]
@@ -174,7 +170,7 @@ def test_row_list_keeps_the_cached_rows():
         return rows, loop
 
     (got, want), _ = _run(build)
-    _assert_close(got, want)
+    assert_nested_close(got, want, **TOL)
 
 
 def test_row_list_unpacking_more_than_one_gradient_fails_like_the_loop():
@@ -186,7 +182,7 @@ def test_row_list_unpacking_more_than_one_gradient_fails_like_the_loop():
             (g,) = tf.compat.v1.gradients(y[0], [x, w])
 
 
-def test_fill_computes_each_missing_row_once_in_the_loops_order():
+def test_fill_computes_each_missing_row_once_in_the_loops_order(assert_nested_close):
     def build():
         x, w, y = _net()
         kept = tf.compat.v1.gradients(y[:, 0], x)[0]
@@ -200,10 +196,10 @@ def test_fill_computes_each_missing_row_once_in_the_loops_order():
         return ours[0], ours[2], theirs[0], theirs[2]
 
     (a, b, c, d), _ = _run(build)
-    _assert_close([a, b], [c, d])
+    assert_nested_close([a, b], [c, d], **TOL)
 
 
-def test_fill_of_a_dict_cache_runs_the_loop():
+def test_fill_of_a_dict_cache_runs_the_loop(assert_nested_close):
     def build():
         x, w, y = _net()
         cache = {0: None, 1: None}
@@ -212,7 +208,7 @@ def test_fill_of_a_dict_cache_runs_the_loop():
         return cache[1], tf.compat.v1.gradients(y[1], w)[0]
 
     (got, want), _ = _run(build)
-    _assert_close(got, want)
+    assert_nested_close(got, want, **TOL)
 
 
 def _array_loop(loop, y, params, start=None, size=None):
@@ -242,7 +238,7 @@ def test_row_while_loop_vectorizes_the_tensor_array_jacobian():
 
     (i, rows, j, want), ops = _run(build)
     assert i == j == 4 and rows.shape == want.shape == (4, 15 + 20)
-    np.testing.assert_allclose(rows, want, rtol=2e-5, atol=1e-6)
+    np.testing.assert_allclose(rows, want, **TOL)
 
 
 def test_row_while_loop_runs_the_body_once_vectorized():
@@ -259,7 +255,7 @@ def test_row_while_loop_runs_the_body_once_vectorized():
 
 @pytest.mark.parametrize("case", ["random ops in the body", "index starts at 1",
                                   "the body reads the TensorArray"])
-def test_row_while_loop_runs_the_loop_when_it_must(case):
+def test_row_while_loop_runs_the_loop_when_it_must(case, assert_nested_close):
     def build():
         x, w, y = _net()
 
@@ -285,10 +281,10 @@ def test_row_while_loop_runs_the_loop_when_it_must(case):
     looped = []
     (i, rows, j, want), ops = _run(build)
     assert looped and i == j == 4
-    _assert_close(rows, want)
+    assert_nested_close(rows, want, **TOL)
 
 
-def test_row_while_loop_with_a_tape_in_the_body():
+def test_row_while_loop_with_a_tape_in_the_body(assert_nested_close):
     def build():
         x, w, _ = _net()
 
@@ -304,10 +300,10 @@ def test_row_while_loop_with_a_tape_in_the_body():
         return ours[1].stack(), theirs[1].stack()
 
     (got, want), ops = _run(build)
-    _assert_close(got, want)
+    assert_nested_close(got, want, **TOL)
 
 
-def test_gradient_map_fn_equals_map_fn_and_the_analytic_score():
+def test_gradient_map_fn_equals_map_fn_and_the_analytic_score(assert_nested_close):
     values = np.random.RandomState(5).randn(6).astype(np.float32)
 
     def build():
@@ -319,6 +315,6 @@ def test_gradient_map_fn_equals_map_fn_and_the_analytic_score():
         return gradient_map_fn(score, x), tf.compat.v1.map_fn(score, x)
 
     (got, want), ops = _run(build)
-    _assert_close(got, want)
+    assert_nested_close(got, want, **TOL)
     np.testing.assert_allclose(got, -values + np.cos(values), rtol=1e-5, atol=1e-6)
 

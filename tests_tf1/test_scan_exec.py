@@ -23,14 +23,6 @@ def _run(source: str, path: pathlib.Path) -> dict:
     return namespace
 
 
-def _assert_same(got, want):
-    got, want = tf.nest.flatten(got), tf.nest.flatten(want)
-    assert len(got) == len(want)
-    for g, w in zip(got, want):
-        assert np.shape(g) == np.shape(w)
-        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
-
-
 def test_corpus_has_programs_of_both_kinds():
     kinds = [re.search(r"^# exec: (\w+)$", p.read_text("utf-8"), re.M).group(1)
              for p in PROGRAMS]
@@ -38,7 +30,7 @@ def test_corpus_has_programs_of_both_kinds():
 
 
 @pytest.mark.parametrize("path", PROGRAMS, ids=lambda p: p.stem)
-def test_rewrite_matches_the_original(path, capsys):
+def test_rewrite_matches_the_original(path, capsys, assert_nested_close):
     original = path.read_text("utf-8")
     fixed = migrate.fix_text(original, str(path))
     assert fixed != original and "import compat_grads as cg" in fixed
@@ -47,9 +39,9 @@ def test_rewrite_matches_the_original(path, capsys):
         with pytest.raises(tf.errors.OpError):
             _run(original, path)
         rewritten = _run(fixed, path)
-        _assert_same(rewritten["result"], rewritten["oracle"])
+        assert_nested_close(rewritten["result"], rewritten["oracle"])
     else:
-        _assert_same(_run(fixed, path)["result"], _run(original, path)["result"])
+        assert_nested_close(_run(fixed, path)["result"], _run(original, path)["result"])
 
 
 def test_the_column_loop_advice_is_exact():
