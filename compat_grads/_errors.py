@@ -10,10 +10,18 @@ _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 class ModeError(RuntimeError):
     """A call that cannot run in the current execution mode (eager, tf.function or graph)."""
 
+    # AutoGraph re-raises an error from converted code (a `tf.function` of the caller's)
+    # as its own type only when that type is a known builtin or keeps Exception's
+    # constructor; any other type becomes an AutoGraph StagingError, which an
+    # `except ModeError` would miss.
+    __init__ = Exception.__init__
+
 
 class DerivativeError(RuntimeError):
     """TensorFlow could not compute a derivative with the requested strategy (for example
     forward mode through the gradient of a `tf.cond`); another strategy may work."""
+
+    __init__ = Exception.__init__  # see ModeError
 
 
 class VectorizationWarning(UserWarning):

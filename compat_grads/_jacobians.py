@@ -181,6 +181,8 @@ def _second_order(backend, how, compute):
     try:
         return compute(how.using("forward"))
     except DerivativeError as err:
+        if getattr(err, "every_strategy", False):
+            raise
         warn(message(backend.function, f"forward-over-reverse failed ({last_line(err)})",
                      "Using reverse-over-reverse instead: same values."), VectorizationWarning)
         return compute(how.using("reverse"))

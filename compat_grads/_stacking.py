@@ -19,6 +19,7 @@ from compat_grads._errors import (
     warn,
 )
 from compat_grads._options import How
+from compat_grads._python_ops import python_op
 from compat_grads._tf import tf
 
 # What pfor raises, while building, when it cannot convert an op or a gradient through it.
@@ -114,10 +115,10 @@ class _OncePerRun(Exception):
     """Raised while tracing a row that runs a tf.py_function's gradient, which pops the tape
     its forward run stashed: one gradient per forward run, however many rows run at once."""
 
-    def __init__(self, op):
-        super().__init__(f"the target runs Python code through tf.py_function (the {op.type} "
-                         f"op '{op.name}'), whose gradient TensorFlow can take once per run "
-                         "of the forward pass")
+    def __init__(self, found: str):
+        super().__init__(f"the target runs Python code through tf.py_function ({found}), "
+                         "whose gradient TensorFlow can take once per run of the forward "
+                         "pass")
         self.reason = str(self)
 
 
@@ -197,7 +198,7 @@ def _refuse_python(ops):
     """`_OncePerRun` when a row's new ops run a tf.py_function (its forward run, for rows
     that run the target, or its gradient). tf.numpy_function has no gradient, and pfor runs
     it in a loop of its own."""
-    found = next((op for op in ops if op.type == "EagerPyFunc"), None)
+    found = python_op(ops)
     if found is not None:
         raise _OncePerRun(found)
 

@@ -381,6 +381,28 @@ def test_py_function_with_one_product(route):
     np.testing.assert_allclose(out, 3 * X.astype(np.float64) ** 2, rtol=TOL)
 
 
+_TOTAL = lambda x: tf.reduce_sum(_through_python(x))  # noqa: E731
+
+
+@pytest.mark.parametrize("route,case,strategy", [  # hvp takes a callable, no strategy
+    *((route, case, strategy) for route in ROUTES
+      for case in ("hessian", "hessian of a vector", "batch_hessian")
+      for strategy in (None, "reverse", "forward", "loop")),
+    ("tf1.callable", "hvp", None)])
+def test_py_function_second_order(route, case, strategy):
+    """Its gradient runs in Python, unrecorded: tf.gradients would give None (a scalar
+    target) or leave that part of the Hessian out."""
+    options = {} if strategy is None else {"strategy": strategy}
+    name = case.split()[0]
+    target = {"hessian": _TOTAL, "hessian of a vector": _through_python,
+              "batch_hessian": lambda x: tf.reduce_sum(_through_python(x), axis=1),
+              "hvp": _TOTAL}[case]
+    extra = (tf.ones(X.shape),) if case == "hvp" else ()
+    with raises(cg.DerivativeError, name, r"tf\.py_function", r"EagerPyFunc",
+                r"no second derivative through it", r"tf\.custom_gradient"):
+        run(lambda x: call(route, getattr(cg, name), target, x, *extra, **options), X)
+
+
 # ----------------------------------------------------------------------------------------
 # Repeated sources, a callable reading its source by closure, variables as targets,
 # constant tensors as per-example weights, a tape that never watched the source.
@@ -482,6 +504,7 @@ KINDS = (
     ("tf.py_function in a callable target", "value", "test_py_function_in_a_callable_target"),
     ("tf.py_function in a tensor target", "error", "test_py_function_in_a_tensor_target"),
     ("tf.py_function with one product", "value", "test_py_function_with_one_product"),
+    ("tf.py_function, second order", "error", "test_py_function_second_order"),
     ("one tensor twice in the sources", "value",
      "test_repeated_source_gets_the_total_derivative"),
     ("a callable that reads its source by closure", "value",

@@ -21,7 +21,10 @@ unconnected one order up.
 
 import dataclasses
 
+from compat_grads._errors import DerivativeError, message
+from compat_grads._python_ops import python_op
 from compat_grads._structure import Problem, densify, pairs
+from compat_grads._tf import tf
 
 
 class Backend:
@@ -80,3 +83,28 @@ def linear_push(dummies, linear, differentiate):
             return [None] * len(dummies)
         return [densify(g) for g in differentiate(found[0], dummies, found[1])]
     return push
+
+
+def first_derivative(function, compute):
+    """`compute()`: the first derivative a second-order function differentiates again. A
+    DerivativeError when building it ran Python code (a tf.py_function's gradient):
+    TensorFlow records nothing there, so the second derivative would silently be None, or
+    miss that part. Eager code builds no graph to look at; compat_grads runs it in one
+    (`compile=True`), which this check sees."""
+    if tf.executing_eagerly():
+        return compute()
+    graph = tf.compat.v1.get_default_graph()
+    known = len(graph.get_operations())
+    gradient = compute()
+    found = python_op(graph.get_operations()[known:])
+    if found is not None:
+        error = DerivativeError(message(
+            function, "the target runs Python code through tf.py_function, whose gradient "
+            f"runs Python too ({found}): TensorFlow records nothing there, so it has no "
+            "second derivative through it (it would give None, or leave that part out)",
+            "Compute the target with TensorFlow ops, or give the Python code a gradient "
+            "made of TensorFlow ops with tf.custom_gradient. First derivatives "
+            "(stacked_jacobian, vjp) work as they are."))
+        error.every_strategy = True  # no other strategy can help: none is tried
+        raise error
+    return gradient

@@ -4,9 +4,10 @@ or a `tf.function` body). Forward-mode products come from the double-VJP trick."
 import functools
 
 from compat_grads._errors import DerivativeError, is_ours, last_line, message
+from compat_grads._python_ops import python_op
 from compat_grads._structure import densify, pairs, zeros_for_none
 from compat_grads._tf import tf
-from compat_grads.backends import Backend, linear_push
+from compat_grads.backends import Backend, first_derivative, linear_push
 
 # TF1 (v1) control flow. pfor cannot vectorize gradients through it reliably: reverse mode
 # through a v1 tf.cond builds but fails at run time ("Retval[0] does not have value").
@@ -62,7 +63,8 @@ class GraphBackend(Backend):
         return self._output, self.jvp_fn()(tangents)
 
     def vjp_backend(self, cotangents_of):
-        grads = self.vjp_fn()(cotangents_of(self.targets))
+        cotangents = cotangents_of(self.targets)  # the forward pass is built here
+        grads = first_derivative(self.function, lambda: self.vjp_fn()(cotangents))
         return GraphBackend(self._derived(target=zeros_for_none(grads, self._problem.flat),
                                           fn=None))
 
@@ -99,6 +101,15 @@ class GraphBackend(Backend):
 
     def _cannot(self, err, second):
         found = f"{type(err).__name__}: {last_line(err)}"
+        python = python_op(_ancestors(self.targets, self._sources))
+        if python is not None:  # tf.gradients fails the same way on it, alone
+            return DerivativeError(message(
+                self.function, f"TensorFlow could not differentiate this target ({found}): "
+                f"it runs Python code through tf.py_function ({python}), which TensorFlow "
+                "cannot differentiate there (inside a tf.function called from a v1 Graph, "
+                "tf.gradients fails the same way)", "Call tf.py_function outside the "
+                "tf.function, or run this code the TF2 way (eagerly or inside a "
+                "tf.function), where compat_grads differentiates it."))
         if not second:
             return DerivativeError(message(
                 self.function, f"TensorFlow could not differentiate this target ({found})",
@@ -119,14 +130,21 @@ def _is_resource_variable(x):
 
 def _ancestors_of_types(targets, types, stop_at):
     """{type: the first op of that type} among the ancestors of `targets`, for `types`."""
+    found = {}
+    for op in _ancestors(targets, stop_at):
+        if op.type in types:
+            found.setdefault(op.type, op)
+    return found
+
+
+def _ancestors(targets, stop_at):
+    """The ops `targets` are computed by, up to the ops that make `stop_at`."""
     stop = {id(t.op) for t in stop_at if hasattr(t, "op")}
-    seen, todo, found = set(), [t.op for t in targets], {}
+    seen, todo = set(), [t.op for t in targets]
     while todo:
         op = todo.pop()
         if id(op) in seen or id(op) in stop:
             continue
         seen.add(id(op))
-        if op.type in types:
-            found.setdefault(op.type, op)
+        yield op
         todo.extend(t.op for t in op.inputs)
-    return found

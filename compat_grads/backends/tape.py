@@ -9,7 +9,7 @@ import functools
 from compat_grads._errors import ModeError, message
 from compat_grads._structure import densify, pairs, zeros_for_none
 from compat_grads._tf import tf
-from compat_grads.backends import Backend, linear_push
+from compat_grads.backends import Backend, first_derivative, linear_push
 
 
 class TapeBackend(Backend):
@@ -76,12 +76,13 @@ class TapeBackend(Backend):
     def vjp_backend(self, cotangents_of):
         problem = self._problem
 
-        def first_derivative(sources):
+        def gradient_of(sources):
             inner = TapeBackend(self._derived(fn=problem.fn, flat=tf.nest.flatten(sources),
                                               nested_target=problem.nested_target))
-            grads = inner.vjp_fn()(cotangents_of(inner.targets))
+            cotangents = cotangents_of(inner.targets)  # the forward pass runs here
+            grads = first_derivative(self.function, lambda: inner.vjp_fn()(cotangents))
             return zeros_for_none(grads, inner._problem.flat)
-        return TapeBackend(self._derived(fn=first_derivative, target=None))
+        return TapeBackend(self._derived(fn=gradient_of, target=None))
 
     @property
     def second_order_outer(self) -> str:
