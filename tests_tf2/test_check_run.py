@@ -218,12 +218,22 @@ def _alive(pid):
         return False
 
 
+def _signals_at_their_defaults():
+    """In the child before it runs Python: a shell starts background jobs with Ctrl-C
+    ignored (`cmd &` without job control, `nohup`), the child would inherit that, and
+    Python leaves an ignored SIGINT ignored. A terminal's Ctrl-C reaches a check whose
+    SIGINT is at its default: that is the case tested."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)],
                          ids=["ctrl-c", "sigterm"])
 def test_a_stopped_check_leaves_no_tf1_process(sig, status):
     check = subprocess.Popen([sys.executable, "-m", "compat_grads", "check", "--full",
                               "--heartbeat", "0.2"], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, env=_env())
+                             stderr=subprocess.PIPE, text=True, env=_env(),
+                             preexec_fn=_signals_at_their_defaults)
     try:
         for line in check.stderr:  # wait until both sides are under way
             if re.search(r"\(TF1 [1-9]\d*/\d+, TF2 [1-9]", line):
