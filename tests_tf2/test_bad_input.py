@@ -1095,7 +1095,7 @@ _SECOND_ORDER_OF_PYTHON = {  # every second-order function, scalar and vector ta
     (case, strategy) for case in _SECOND_ORDER_OF_PYTHON
     for strategy in ([None] if case == "hvp" else [None, "reverse", "forward", "loop"])])
 @pytest.mark.parametrize("target", ["direct", "nested"])
-@pytest.mark.parametrize("route", ("eager.callable", "function.callable", "v1graph.callable"))
+@pytest.mark.parametrize("route", CALLABLE)
 def test_py_function_second_order_of_every_kind(route, target, case, strategy):
     """TensorFlow has no second derivative through a tf.py_function: its gradient runs in
     Python, unrecorded. Left alone it gives None (a scalar target) or drops that part of

@@ -89,10 +89,9 @@ def first_derivative(function, compute):
     """`compute()`: the first derivative a second-order function differentiates again. A
     DerivativeError when building it ran Python code (a tf.py_function's gradient):
     TensorFlow records nothing there, so the second derivative would silently be None, or
-    miss that part. Eager code builds no graph to look at; compat_grads runs it in one
-    (`compile=True`), which this check sees."""
-    if tf.executing_eagerly():
-        return compute()
+    miss that part. Eager code adds no op to the default graph, so nothing is found there;
+    compat_grads runs it in a graph (`compile=True`, and the rows' loops), which this check
+    sees."""
     graph = tf.compat.v1.get_default_graph()
     known = len(graph.get_operations())
     gradient = compute()
