@@ -4,7 +4,7 @@ or a `tf.function` body). Forward-mode products come from the double-VJP trick."
 import functools
 
 from compat_grads._errors import DerivativeError, is_ours, last_line, message
-from compat_grads._python_ops import python_op
+from compat_grads._python_ops import PYTHON_OP_TYPES, python_op
 from compat_grads._structure import densify, pairs, zeros_for_none
 from compat_grads._tf import tf
 from compat_grads.backends import Backend, first_derivative, linear_push
@@ -101,7 +101,8 @@ class GraphBackend(Backend):
 
     def _cannot(self, err, second):
         found = f"{type(err).__name__}: {last_line(err)}"
-        python = python_op(_ancestors(self.targets, self._sources))
+        python = python_op(op for op in _ancestors(self.targets, self._sources)  # nested
+                           if op.type not in PYTHON_OP_TYPES)
         if python is not None:  # tf.gradients fails the same way on it, alone
             return DerivativeError(message(
                 self.function, f"TensorFlow could not differentiate this target ({found}): "
