@@ -86,8 +86,15 @@ class GraphBackend(Backend):
 
     @functools.cached_property
     def _v1_control_flow(self):
-        # A walk over every ancestor of the targets: once per backend, not once per stack.
-        return _ancestors_of_types(self.targets, _V1_CONTROL_FLOW, self._sources)
+        # A walk over the ops tf.gradients differentiates: once per backend, not per stack.
+        # The loop the call is built inside (the body of the user's own tf.while_loop) is
+        # not one the target runs: its Enter ops only bring outside tensors in.
+        inside = _enclosing_contexts()
+        found = {}
+        for op in _between(self.targets, self._sources):
+            if op.type in _V1_CONTROL_FLOW and id(op._get_control_flow_context()) not in inside:
+                found.setdefault(op.type, op)
+        return found
 
     def _gradients(self, ys, xs, grad_ys, second=False):
         """`tf.gradients`; what TensorFlow cannot build is a DerivativeError. `second`: the
@@ -129,13 +136,36 @@ def _is_resource_variable(x):
     return isinstance(x, tf.Variable) and hasattr(x, "handle")
 
 
-def _ancestors_of_types(targets, types, stop_at):
-    """{type: the first op of that type} among the ancestors of `targets`, for `types`."""
-    found = {}
-    for op in _ancestors(targets, stop_at):
-        if op.type in types:
-            found.setdefault(op.type, op)
+def _enclosing_contexts():
+    """The ids of the v1 control flow contexts the default graph is building in (a
+    tf.while_loop body, a tf.cond branch, and those around them)."""
+    context = tf.compat.v1.get_default_graph()._get_control_flow_context()
+    found = set()
+    while context is not None:
+        found.add(id(context))
+        context = context.outer_context
     return found
+
+
+def _between(targets, sources):
+    """The ops on a path from `sources` to `targets`: the ones whose gradients
+    tf.gradients builds (an op the sources do not reach is a constant to it)."""
+    source_ops = {id(t.op) for t in sources if hasattr(t, "op")}
+    reaches, between, todo = {}, [], [t.op for t in targets]
+    while todo:  # depth first, without recursion: real models are deep
+        op, key = todo[-1], id(todo[-1])
+        if reaches.get(key) is not None:
+            todo.pop()
+        elif key in source_ops:
+            reaches[key] = True
+        elif key not in reaches:
+            reaches[key] = None  # being visited: a v1 loop's back edge meets it again
+            todo.extend(t.op for t in op.inputs if id(t.op) not in reaches)
+        else:
+            reaches[key] = any(reaches.get(id(t.op)) for t in op.inputs)
+            if reaches[key]:
+                between.append(op)
+    return between
 
 
 def _ancestors(targets, stop_at):

@@ -225,13 +225,16 @@ def _first_missing(rows, indices):
 
 
 def _jacobian_rows(tf, ys, source, positions, axis):
-    """The Jacobian of the chosen slice sums; None when not connected (the loop then raises
-    what it raises)."""
+    """The Jacobian of the chosen slice sums; None when not connected or when compat_grads
+    cannot compute it (the loop then runs, and raises what it raises)."""
     import compat_grads as cg
 
     others = [a for a in range(ys.shape.rank) if a != axis]
     sums = tf.reduce_sum(ys, axis=others) if others else ys
-    rows = cg.stacked_jacobian(tf.gather(sums, positions), source)
+    try:
+        rows = cg.stacked_jacobian(tf.gather(sums, positions), source)
+    except cg.DerivativeError:  # what TensorFlow can build one row at a time, the loop does
+        return None
     return None if rows is None else tf.convert_to_tensor(rows)
 
 
