@@ -12,6 +12,7 @@ alone.
 
 from __future__ import annotations
 
+import sys
 import threading
 
 from compat_grads import _tf
@@ -32,7 +33,9 @@ def check(function, tape, target, flat, paths):
     for leaf, path, seen in zip(flat, paths, recorded[1:]):
         if not (seen or _variable_watched(tape, leaf)):
             raise _unwatched_error(function, path, leaf)
-    if not recorded[0] and _tf.tape_set_records(target):
+    if recorded[0] or isinstance(target, tf.Variable):
+        return
+    if _tf.tape_set_records(target):
         raise ModeError(message(
             function, "target was not recorded by the tape given, but by another "
             "GradientTape that is still recording: the tape given cannot differentiate it "
@@ -40,6 +43,37 @@ def check(function, tape, target, flat, paths):
             "Pass the tape that recorded the target (with nested tapes, the gradient an "
             "inner tape computes is recorded by the outer one), or pass a callable "
             "f(sources)."))
+    if _recorded_by_another(tape, target):
+        raise ModeError(message(
+            function, "target was not recorded by the tape given, but by another "
+            "GradientTape that has stopped recording (its `with` block had ended, or the "
+            "target was computed under it alone): the tape given cannot differentiate it "
+            "(TensorFlow would give None, or zeros with unconnected_gradients='zero')",
+            "Pass the tape whose `with` block computed the target, or compute the target "
+            "inside the block of the tape you pass, or pass a callable f(sources)."))
+
+
+def _recorded_by_another(tape, target) -> bool:
+    """Whether a GradientTape other than `tape`, no longer recording, holds the op that made
+    `target`. Asked only for a target `tape` did not record: a constant target (one made
+    from no watched tensor, or through tf.stop_gradient) is recorded by no tape, and its
+    derivatives are rightly None or zeros."""
+    return any(other is not tape and other._tape is not None
+               and _recorded_on(other, [target])[0] for other in _tapes_in_scope())
+
+
+def _tapes_in_scope() -> list:
+    """The GradientTapes the calling code holds in its variables, in every frame on the
+    stack. TensorFlow keeps no list of the tapes that have stopped, and the `as` name of a
+    `with tf.GradientTape() as tape:` block outlives the block: a search of every live
+    object would find the rest too, but costs a tenth of a second in a large program."""
+    found, frame = {}, sys._getframe(1)
+    while frame is not None:
+        for value in frame.f_locals.values():
+            if isinstance(value, tf.GradientTape):
+                found[id(value)] = value
+        frame = frame.f_back
+    return list(found.values())
 
 
 def _recorded_on(tape, tensors) -> list:

@@ -832,6 +832,40 @@ def test_target_recorded_by_another_tape_still_recording(mode):
                                jacobian_of_elementwise(6 * X.astype(np.float64)), rtol=TOL)
 
 
+@pytest.mark.parametrize("unconnected", ["none", "zero"])
+@pytest.mark.parametrize("mode", TAPE_MODES)
+def test_target_recorded_by_another_tape_that_stopped(mode, unconnected):
+    """The target was computed under a second tape, after the first one's block ended."""
+    def build(x):
+        with tf.GradientTape(persistent=True) as first:
+            first.watch(x)
+        with tf.GradientTape(persistent=True) as second:
+            second.watch(x)
+            y = _spacer(x)
+        with raises(cg.ModeError, "stacked_jacobian", r"target was not recorded by the tape "
+                    r"given, but by another GradientTape that has stopped recording",
+                    r"Pass the tape whose `with` block computed the target"):
+            cg.stacked_jacobian(y, x, tape=first, unconnected_gradients=unconnected)
+        return cg.stacked_jacobian(y, x, tape=second)
+    np.testing.assert_allclose(run(f"{mode}.tape", build, X),
+                               jacobian_of_elementwise(3 * X.astype(np.float64) ** 2), rtol=TOL)
+
+
+@pytest.mark.parametrize("mode", TAPE_MODES)
+def test_constant_target_is_unconnected_not_misrecorded(mode):
+    """A target made through tf.stop_gradient is recorded by no tape: its derivatives are
+    rightly zeros, even with another tape alive that recorded other things."""
+    def build(x):
+        with tf.GradientTape(persistent=True) as other:
+            other.watch(x)
+            _spacer(x)
+        with tf.GradientTape(persistent=True) as tape:
+            tape.watch(x)
+            y = tf.stop_gradient(x) * 2.0
+        return cg.stacked_jacobian(y, x, tape=tape, unconnected_gradients="zero")
+    np.testing.assert_array_equal(run(f"{mode}.tape", build, X), np.zeros(X.shape * 2))
+
+
 @pytest.mark.parametrize("mode", TAPE_MODES)
 def test_watched_source_the_target_does_not_depend_on(mode):
     """Not a mistake: a watched source the target does not use gives None, or zeros."""
@@ -1385,6 +1419,10 @@ KINDS = (
     ("a variable the tape does not watch", "error", "test_variable_the_tape_does_not_watch"),
     ("a target another, recording tape recorded", "error",
      "test_target_recorded_by_another_tape_still_recording"),
+    ("a target another tape recorded, which has stopped", "error",
+     "test_target_recorded_by_another_tape_that_stopped"),
+    ("a target made through tf.stop_gradient, on a tape", "value",
+     "test_constant_target_is_unconnected_not_misrecorded"),
     ("a watched source the target does not use", "value",
      "test_watched_source_the_target_does_not_depend_on"),
     ("a variable the target never read", "value", "test_variable_the_target_never_read"),
