@@ -134,8 +134,13 @@ def per_element_gradients(target: Target, sources: Nest, *,
       array([ 4., 12.], dtype=float32)
 
     Migrating from TF1:
-      Before: `tf.map_fn(lambda yi: tf.gradients(yi, x)[0], y)` (fails at run time) or a
-      Python loop of `tf.gradients(y[i], x)`. After: `cg.per_element_gradients(y, x)`.
+      Before: the forward-mode trick, `g = tf.gradients(y, x, grad_ys=u)[0]` with a dummy
+      `u` shaped like `y`, then `tf.gradients(g, u)[0]`; or a Jacobian summed over x's axes.
+      After: `cg.per_element_gradients(y, x)`. A Python loop of `tf.gradients(y[i], x)` is
+      another quantity, the Jacobian's rows (`y.shape[:1] + x.shape`): that is
+      `cg.stacked_jacobian(y, x)`. Where each `y[i]` depends on `x[i]` alone (a PINN's
+      `u(x)` on collocation points), plain `tf.gradients(y, x)` is already this result
+      and one reverse pass: keep it (docs: "When not to switch").
     """
     name = "per_element_gradients"
     options = _options.check(name, {"tape": tape,
