@@ -23,6 +23,15 @@ class GraphBackend(Backend):
     vjp_reusable = True
     second_order_outer = "reverse"
 
+    def __init__(self, problem, sources=None):
+        super().__init__(problem)
+        # What tf.gradients differentiates with respect to, resolved here, where the call is
+        # built, and handed down to the first derivative's backend (which may be built
+        # inside a loop body): a loop body resolving them itself would capture its own copy
+        # (of a variable's handle, of an eager tensor a tf.function captures), which the
+        # target does not depend on, and tf.gradients would return None.
+        self._sources = _graph_sources(problem.flat) if sources is None else sources
+
     @functools.cached_property
     def _output(self):
         problem = self._problem
@@ -35,14 +44,6 @@ class GraphBackend(Backend):
     @property
     def targets(self) -> list:
         return tf.nest.flatten(self._output)
-
-    @functools.cached_property
-    def _sources(self):
-        # A resource variable is differentiated through its handle. Inside a tf.function the
-        # handle must be the graph's captured copy, resolved here, outside any loop body:
-        # a while_loop body would capture it afresh and tf.gradients would return None.
-        return [tf.convert_to_tensor(x.handle) if _is_resource_variable(x) else x
-                for x in self._problem.flat]
 
     def vjp_fn(self):
         targets, sources = self.targets, self._sources
@@ -66,7 +67,7 @@ class GraphBackend(Backend):
         cotangents = cotangents_of(self.targets)  # the forward pass is built here
         grads = first_derivative(self.function, lambda: self.vjp_fn()(cotangents))
         return GraphBackend(self._derived(target=zeros_for_none(grads, self._problem.flat),
-                                          fn=None))
+                                          fn=None), self._sources)
 
     def cannot_vectorize(self):
         """Why pfor must not be used for these targets (None when it may be)."""
@@ -130,6 +131,13 @@ class GraphBackend(Backend):
             "no second derivative: use first-order reverse mode (stacked_jacobian or "
             "batch_jacobian with strategy='reverse', or vjp; per-element gradients are the "
             "Jacobian summed over the source's axes), or run it in TF2 (control flow v2)."))
+
+
+def _graph_sources(flat):
+    """The sources as tensors of the graph being built: a resource variable's handle (it is
+    differentiated through it), the captured copy of an eager tensor in a tf.function."""
+    return [tf.convert_to_tensor(x.handle) if _is_resource_variable(x)
+            else x if isinstance(x, tf.Variable) else tf.convert_to_tensor(x) for x in flat]
 
 
 def _is_resource_variable(x):

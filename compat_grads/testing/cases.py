@@ -346,6 +346,13 @@ SECOND_ORDER = (
          lambda rng: {"x": rng.standard_normal((4, 3)), "b1": rng.standard_normal(5) / 2},
          numpy_fn=_loss_np, second_order=True,
          note="Hessian of a loss with respect to two weight matrices: four blocks"),
+    Case("elementwise_variables", lambda x, c: x ** 3 * c["w"] + tf.sin(x), _normal(2, 3),
+         lambda rng: {"w": rng.standard_normal((2, 3))}, variables=True, batched=True,
+         numpy_fn=lambda x, c: x ** 3 * c["w"] + np.sin(x), second_order=True,
+         note="a non-scalar target of a variable: its Hessian's rows run in a loop whose "
+              "body must differentiate with respect to the variable the target reads, not a "
+              "copy of its own (which gave None in tf.function and the compiled eager "
+              "route under strategy='loop' and chunk_size)"),
     Case("coupled_samples", _coupled, _normal(3, 2), numpy_fn=_coupled_np, batched=True,
          coupled=True, second_order=True,
          note="samples interact through the batch mean: only independent=False is right"),

@@ -108,7 +108,8 @@ def _functions(case: Case):
 
 
 CHUNKED = ("matmul_column", "mlp_tanh", "mlp_dynamic_batch", "nest_dict", "unconnected",
-           "gather", "per_sample_hessian_3x2y_plus_y2_dynamic", "coupled_samples", "piecewise_cond")
+           "gather", "per_sample_hessian_3x2y_plus_y2_dynamic", "coupled_samples", "piecewise_cond",
+           "elementwise_variables")
 """Cases that also run with chunk_size=3 (reverse, forward, loop): same values."""
 
 

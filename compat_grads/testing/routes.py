@@ -3,6 +3,9 @@
 A route is `<mode>.<target kind>`: the mode is "tf1" (a TF1 graph, v2 behaviour disabled in
 this process), "v1graph" (a `tf.Graph` inside TF2), "function" (`tf.function`) or "eager";
 the target kind is "tensor", "callable" or "tape" (a tensor with the tape that recorded it).
+"function.captured" is a tensor target in a `tf.function` that closes over its sources
+(eager tensors, or variables) instead of taking them as arguments: the graph then holds a
+captured copy of each, which every loop body inside it must share.
 """
 
 from __future__ import annotations
@@ -16,8 +19,8 @@ from compat_grads._tf import tf
 
 TF1_ROUTES = ("tf1.tensor", "tf1.callable", "tf1.tape")
 TF2_ROUTES = ("v1graph.tensor", "v1graph.callable", "v1graph.tape", "function.tensor",
-              "function.callable", "function.tape", "eager.callable", "eager.uncompiled",
-              "eager.tape")
+              "function.callable", "function.tape", "function.captured", "eager.callable",
+              "eager.uncompiled", "eager.tape")
 
 
 def backend_of(route: str) -> str:
@@ -85,7 +88,7 @@ def _invoke(item, kind, sources, consts):
     def build(s):
         return item.case.build(s, consts)
 
-    if kind == "tensor":
+    if kind in ("tensor", "captured"):
         return item.call(build(sources), sources)
     if kind == "callable":
         return item.call(build, sources)
@@ -167,8 +170,9 @@ def _run_function(item, kind):
         traced.update(static=_static(out), structure=_structure_error(item, out, xs))
         return out
 
-    if case.variables:
-        xs = tf.nest.map_structure(lambda v: tf.Variable(v, dtype=dtype), sources)
+    if case.variables or kind == "captured":
+        make = tf.Variable if case.variables else tf.constant
+        xs = tf.nest.map_structure(lambda v: make(v, dtype=dtype), sources)
         fn = tf.function(lambda cs: body(xs, cs), input_signature=[const_specs], autograph=False)
         out = fn(const_args)
     else:
