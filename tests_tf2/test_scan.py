@@ -480,3 +480,31 @@ def test_notebook_functions_shared_between_cells(tmp_path, capsys):
     assert status == 1
     assert sorted((f["cell"], f["line"], f["code"]) for f in report["findings"]) == [
         (3, 3, "CG109"), (3, 4, "CG103")]
+
+
+_SHADOWED_BODY = ("import tensorflow.compat.v1 as tf\n"
+                  "x = tf.ones([3])\n"
+                  "y = tf.sin(x)\n"
+                  "def body(i, acc):\n"
+                  "{rows}"
+                  "    return i + 1, acc.write(i, rows)\n"
+                  "loop = tf.while_loop(lambda i, _: i < 3, body,\n"
+                  "                     [0, tf.TensorArray(tf.float32, size=3)])\n")
+
+
+@pytest.mark.parametrize("rows, codes", [
+    ("    rows = tf.stack([tf.gradients(y[i], x)[0] for i in range(3)])\n", ["CG102"]),
+    ("    rows = tf.map_fn(lambda i: tf.gradients(y[i], x)[0], tf.range(3),\n"
+     "                     dtype=tf.float32)\n", ["CG103"]),
+    ("    def row(i):\n"
+     "        return tf.gradients(y[i], x)[0]\n"
+     "    rows = tf.map_fn(row, tf.range(3), dtype=tf.float32)\n", ["CG103"]),
+    ("    rows = tf.stack([tf.gradients(y[i], x)[0] for k in range(3)])\n", ["CG109"]),
+    ("    rows = tf.stack([tf.gradients(y[k], x)[0] for k in range(i)])\n", ["CG102"]),
+], ids=["comprehension", "lambda", "nested-def", "not-shadowed", "outer-in-iterable"])
+def test_names_are_resolved_by_scope(rows, codes):
+    """A comprehension, a lambda or a nested function that binds the loop counter's name
+    again has a variable of its own: its rows are not the tf.while_loop's (Python 3)."""
+    found = migrate.scan_text(_SHADOWED_BODY.format(rows=rows))
+    assert [f.code for f in found] == codes
+    assert all(f.edits for f in found if f.code in ("CG102", "CG103"))

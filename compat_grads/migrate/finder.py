@@ -9,6 +9,7 @@ import functools
 import re
 
 from compat_grads.migrate import patterns as pt
+from compat_grads.migrate import scopes
 from compat_grads.migrate.names import Names
 
 _PRIVATE = ("tensorflow.python.ops.parallel_for", "tensorflow.python.ops.gradients_impl")
@@ -348,16 +349,16 @@ class _Finder:
         return value if ok and set(k.arg for k in value.keywords) <= {"values", "axis"} else None
 
     def _only_uses(self, name: str, count: int, inside: ast.AST) -> bool:
-        """Whether `name` occurs exactly `count` times in the scope around `inside`."""
-        uses = [n for n in ast.walk(self._scope(inside)) if isinstance(n, ast.Name)
-                and n.id == name]
-        return len(uses) == count
+        """Whether the variable `name` of the scope around `inside` occurs exactly `count`
+        times (a nested scope's own `name` is another variable)."""
+        return len(scopes.references(self._scope(inside), {name})) == count
 
     def _leaks(self, loop: ast.For) -> bool:
         """Whether the loop variable is read after the loop (where it holds the last index)."""
         var, inside = loop.target.id, {id(n) for n in ast.walk(loop)}
-        reads = [n for n in ast.walk(self._scope(loop)) if isinstance(n, ast.Name)
-                 and n.id == var and isinstance(n.ctx, ast.Load) and id(n) not in inside]
+        uses = scopes.references(self._scope(loop), {var})
+        reads = [n for n in ast.walk(self._scope(loop)) if id(n) in uses
+                 and isinstance(n.ctx, ast.Load) and id(n) not in inside]
         return any(self._binder(n, var) is None for n in reads)
 
     def _binder(self, node: ast.AST, var: str) -> ast.AST | None:
@@ -507,9 +508,9 @@ class _Finder:
 
     def _wrt_element(self, fn: ast.Lambda | ast.FunctionDef, grads: list[ast.Call]) -> bool:
         """Whether every gradient in the mapped function is with respect to its element."""
-        params = {a.arg for a in fn.args.args}
+        params = scopes.references(fn, {a.arg for a in fn.args.args})
         parts = [pt.grad_parts(g) for g in grads]
-        return all(p is not None and _names_in(p[1]) & params for p in parts)
+        return all(p is not None and _refers(p[1], params) for p in parts)
 
     def _map_fn_edits(self, node: ast.Call, fn: ast.Lambda | ast.FunctionDef,
                       elems: ast.expr, over_indices: bool) -> tuple[Edit, ...]:
@@ -704,7 +705,7 @@ class _Finder:
         """The gradient calls in `fn` whose target is one row: selected by one of its
         parameters (`y[i]`, `tf.gather(y, i)`, `tf.slice(y, [i], ...)`: a loop index), or,
         with `indexed` False, a parameter itself (the element a map hands over)."""
-        params = {a.arg for a in fn.args.args}
+        params = scopes.references(fn, {a.arg for a in fn.args.args})
         rows = {id(n) for n in ast.walk(fn) if self._selects(n, params)} if indexed else set()
         names = _dependent_names(fn, params if not indexed else set(), rows)
         found = []
@@ -713,19 +714,20 @@ class _Finder:
                                             or self._is_tape_call(n, ("gradient",))):
                 target = pt.call_args(n, ("target", "sources"))
                 target = target[0] if target else None
-                if target is not None and (_names_in(target) & names or any(
-                        id(t) in rows for t in ast.walk(target))):
+                if target is not None and _refers(target, names | rows):
                     found.append(n)
         return found
 
-    def _selects(self, node: ast.AST, params: set[str]) -> bool:
-        """`y[i]`, `tf.gather(y, i)` or `tf.slice(y, [i], ...)` with `i` in `params`."""
+    def _selects(self, node: ast.AST, index: set[int]) -> bool:
+        """`y[i]`, `tf.gather(y, i)` or `tf.slice(y, [i], ...)` with `i` one of the names
+        whose ids are in `index` (names resolved by scope: a comprehension's own `i` is
+        another variable)."""
         if isinstance(node, ast.Subscript):  # an index, not a window `y[i:i + k]`
             parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-            return any(_names_in(p) & params for p in parts if not isinstance(p, ast.Slice))
+            return any(_refers(p, index) for p in parts if not isinstance(p, ast.Slice))
         if isinstance(node, ast.Call) and self.names.qualname(node) in (
                 "tf.gather", "tf.slice", "tf.gather_nd", "tf.strided_slice"):
-            return any(_names_in(a) & params for a in node.args[1:])
+            return any(_refers(a, index) for a in node.args[1:])
         return False
 
     def _is_tape_call(self, node: ast.Call, methods=_TAPE_METHODS) -> bool:
@@ -787,10 +789,10 @@ class _Finder:
             node = self.parents.get(id(node))
             if not (isinstance(node, ast.For) and isinstance(node.target, ast.Name)):
                 continue
-            index = {node.target.id}
+            index = scopes.references(node, {node.target.id})
             rows = {id(n) for n in ast.walk(node) if self._selects(n, index)}
             names = _dependent_names(node, set(), rows)
-            if _names_in(args[0]) & names and not _names_in(args[1]) & (names | index):
+            if _refers(args[0], names) and not _refers(args[1], names | index):
                 return node
         return None
 
@@ -934,17 +936,22 @@ def _single_expression(fn: ast.Lambda | ast.FunctionDef) -> ast.expr | None:
     return body[0].value if ok else None
 
 
-def _dependent_names(fn: ast.AST, names: set[str], nodes: set[int] = frozenset()) -> set[str]:
-    """`names`, and the names `fn` assigns from them or from the nodes with ids in `nodes`
-    (`yi = y[i]`), transitively."""
+def _dependent_names(fn: ast.AST, names: set[int], nodes: set[int] = frozenset()) -> set[int]:
+    """The ids of the names in `names` (ids of `ast.Name` nodes) and of those that mean a
+    name `fn` assigns from them or from the nodes with ids in `nodes` (`yi = y[i]`),
+    transitively."""
     assigns = [n for n in ast.walk(fn) if isinstance(n, ast.Assign)]
+    found = set(names)
     for _ in range(3):  # chains of a few assignments reach a fixed point
-        names = names | {t.id for a in assigns
-                         if _names_in(a.value) & names or any(
-                             id(v) in nodes for v in ast.walk(a.value))
-                         for target in a.targets for t in ast.walk(target)
-                         if isinstance(t, ast.Name)}
-    return names
+        assigned = {t.id for a in assigns if _refers(a.value, found | nodes)
+                    for target in a.targets for t in ast.walk(target) if isinstance(t, ast.Name)}
+        found = set(names) | scopes.references(fn, assigned)
+    return found
+
+
+def _refers(node: ast.AST, ids: set[int]) -> bool:
+    """Whether `node` is or holds a node whose id is in `ids`."""
+    return any(id(n) in ids for n in ast.walk(node))
 
 
 def _names_in(node: ast.AST) -> set[str]:
