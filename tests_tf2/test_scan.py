@@ -331,7 +331,8 @@ def test_ops_returning_several_tensors_are_not_one_tensor(call):
     assert not names.is_tensor(tree.body[1].value) and "t" not in names.tensors
 
 
-REPORT_ONLY_FORMS = ["forward_mode_attributes.py", "tape_gradient_loop.py"]
+REPORT_ONLY_FORMS = ["forward_mode_attributes.py", "forward_trick_lookalikes.py",
+                     "tape_gradient_loop.py"]
 
 
 @pytest.mark.parametrize("name", REPORT_ONLY_FORMS)
@@ -339,7 +340,8 @@ def test_loop_forms_say_why_they_are_not_rewritten_and_stay_as_they_are(name):
     text = (CORPUS / name).read_text("utf-8")
     found = migrate.scan_text(text)
     assert len(found) == len(_expected(CORPUS / name)) and not [f for f in found if f.edits]
-    assert all("(not rewritten: " in f.message for f in found if f.code in ("CG109", "CG110"))
+    assert all("(not rewritten: " in f.message for f in found
+               if f.code in ("CG106", "CG109", "CG110"))
     assert migrate.fix_text(text) == text
 
 
@@ -446,7 +448,7 @@ def test_map_fn_message_says_whether_the_code_fails(fn, works):
 def test_every_unfixed_loop_finding_says_why():
     for path in sorted(CORPUS.glob("*.py")):
         for found in migrate.scan_text(path.read_text("utf-8")):
-            if found.code in ("CG101", "CG102", "CG109", "CG110") and not found.edits:
+            if found.code in ("CG101", "CG102", "CG106", "CG109", "CG110") and not found.edits:
                 assert "(not rewritten: " in found.message, (path.name, found)
 
 
@@ -508,3 +510,28 @@ def test_names_are_resolved_by_scope(rows, codes):
     found = migrate.scan_text(_SHADOWED_BODY.format(rows=rows))
     assert [f.code for f in found] == codes
     assert all(f.edits for f in found if f.code in ("CG102", "CG103"))
+
+
+def test_the_forward_trick_with_tangents_of_ones_is_per_element_gradients():
+    """The message says what the form is; --fix writes it and drops the spent g and dummy
+    (kept when used otherwise); every look-alike says why it is left alone."""
+    text = (CORPUS / "forward_trick_ones.py").read_text("utf-8")
+    found = migrate.scan_text(text)
+    assert [f.code for f in found] == ["CG106"] * 3 and all(f.edits for f in found)
+    assert all("this is exactly cg.per_element_gradients(U, x) (dy/dx with U's shape)"
+               in f.message for f in found)
+    fixed = migrate.fix_text(text)
+    assert "cg.per_element_gradients(hidden, inputs)  # expect: CG106" in fixed
+    assert "per_element_gradients(U, tf.nest.flatten(x)[0])" in fixed
+    assert "grad_ys=dummy)[0]\n" not in fixed and "blank" not in fixed and "grad_ys=seed" in fixed
+    reasons = [f.message.partition("(not rewritten: ")[2] for f in migrate.scan_text(
+        (CORPUS / "forward_trick_lookalikes.py").read_text("utf-8"))]
+    assert [r.split(" ")[:3] for r in reasons] == [
+        ["the", "second", "tf.gradients"], ["U", "or", "x"], ["the", "dummy", "is"],
+        ["the", "dummy", "is"], ["U", "or", "x"], ["U", "or", "x"], ["the", "result", "is"]]
+    assert "used elsewhere" in reasons[3] and "placeholder" in reasons[2]
+
+
+def test_per_point_gradients_of_a_physics_network_are_not_reported():
+    text = (CORPUS / "clean_pinn.py").read_text("utf-8")
+    assert text.count("tf.gradients(") == 7 and migrate.scan_text(text) == []

@@ -136,10 +136,90 @@ class _Finder:
                                   f"{self._suggest(edits, advice)}{why}", edits)]
         parts = pt.grad_parts(call)
         if parts and self._scoped_key(call, parts[1]) in self._grad_ys_keys:
-            return [self._finding(call, "CG106", "forward-mode trick (tf.gradients with respect "
-                                  "to grad_ys): use cg.jvp(f, x, v), or "
-                                  "cg.per_element_gradients(y, x) when v is all ones")]
+            return [self._forward_trick(call, parts[2])]
         return []
+
+    def _forward_trick(self, call: ast.Call, all_ones: bool) -> Finding:
+        """CG106 on `tf.gradients(g, dummy)`, `dummy` the grad_ys of the gradient `g`: with
+        no grad_ys here (tangents of ones) it is d(dummy·J)/d(dummy)·1 = J·1."""
+        trick = "forward-mode trick (tf.gradients with respect to grad_ys): "
+        if not all_ones:
+            return self._finding(call, "CG106", f"{trick}a Jacobian-vector product J·v; use "
+                                 "cg.jvp(f, x, v), or cg.per_element_gradients(U, x) when v "
+                                 "is all ones (not rewritten: the second tf.gradients has "
+                                 "grad_ys or other arguments that change its values)")
+        edits, why = self._per_element_edits(call)
+        use = edits[0].text if edits else (
+            f"cg.per_element_gradients(U, x) (not rewritten: {why})")
+        return self._finding(call, "CG106", f"{trick}with no grad_ys on the second "
+                             "tf.gradients this is exactly cg.per_element_gradients(U, x) "
+                             f"(dy/dx with U's shape); use {use}", edits)
+
+    def _per_element_edits(self, call: ast.Call) -> tuple[tuple[Edit, ...], str]:
+        """`tf.gradients(g, dummy)[0]` -> `cg.per_element_gradients(U, x)` where this scope
+        binds `g = tf.gradients(U, x, grad_ys=dummy)[0]` once and `dummy` once, to a fresh
+        tensor of U's shape used nowhere else; else ((), why not)."""
+        scope, (g, dummy, _) = self._scope(call), pt.grad_parts(call)
+        outer = self.parents.get(id(call))
+        if not (isinstance(outer, ast.Subscript) and _is_zero(outer.slice)):
+            return (), "the result is not taken with [0]"
+        first = scopes.assigned_value(scope, g.id) if isinstance(g, ast.Name) else None
+        grad = self._vjp_of(first, dummy)
+        if grad is None or self.writer is None:
+            return (), ("the differentiated gradient is not g = tf.gradients(U, x, "
+                        "grad_ys=dummy)[0], bound once in this scope")
+        why = self._operands_why_not(scope, grad) or self._dummy_why_not(scope, grad, dummy)
+        if why:
+            return (), why
+        w = self.writer
+        text = w.call("per_element_gradients", w.text(grad.ys), w.source_of(grad))
+        return (self._replace(outer, text), *self._spent(scope, outer, g.id, dummy.id)), ""
+
+    def _spent(self, scope: ast.AST, at: ast.AST, g: str, dummy: str) -> tuple[Edit, ...]:
+        """Deletions of `g = ...` and `dummy = ...`, which the rewrite at `at` leaves unused,
+        when they are statements of its block (deleting them leaves no block empty)."""
+        stmt = at
+        while not isinstance(stmt, ast.stmt):
+            stmt = self.parents.get(id(stmt))
+        assigns = [s for s in self._block_of(stmt) if isinstance(s, ast.Assign)
+                   and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+                   and s.targets[0].id in (g, dummy)]
+        if len(assigns) != 2 or len(scopes.references(scope, {g})) != 2:
+            return ()
+        return tuple(Edit(*self._span(s), None) for s in assigns)
+
+    def _vjp_of(self, value: ast.expr | None, dummy: ast.expr) -> pt.Grad | None:
+        """`tf.gradients(U, x, grad_ys=dummy)[0]` (no other argument that changes values)."""
+        grad = pt.indexed_grad(value, self.names) if value is not None else None
+        args = pt.call_args(grad.call, ("ys", "xs", "grad_ys")) if grad else None
+        extra = {k.arg for k in grad.call.keywords} - {"ys", "xs", "grad_ys"} if grad else set()
+        if not args or grad.index != 0 or len(grad.call.args) > 3 or extra - pt.NEUTRAL_KWARGS:
+            return None
+        return grad if ast.dump(args[2]) == ast.dump(dummy) else None
+
+    def _operands_why_not(self, scope: ast.AST, grad: pt.Grad) -> str:
+        """Why U and x may not be evaluated again where the second call is ("" if they may)."""
+        if any(isinstance(n, ast.List | ast.Tuple) for n in (grad.ys, grad.xs)):
+            return "U or x is a list of several targets or sources"
+        counts = scopes.bindings(scope)
+        once = all(counts[n] <= 1 for n in _names_in(grad.ys) | _names_in(grad.xs))
+        if not (once and pt.is_pure(grad.ys, self.names) and pt.is_pure(grad.xs, self.names)):
+            return ("U or x is not a plain expression of names bound once in this scope (the "
+                    "rewrite evaluates them where the second tf.gradients is)")
+        return ""
+
+    def _dummy_why_not(self, scope: ast.AST, grad: pt.Grad, dummy: ast.expr) -> str:
+        """Why the dummy may matter to the result ("" if it provably does not)."""
+        named = isinstance(dummy, ast.Name)
+        value = scopes.assigned_value(scope, dummy.id) if named else None
+        if value is None or not pt.shaped_like(value, grad.ys, self.names):
+            return ("the dummy is not a name bound once in this scope to tf.ones_like(U), "
+                    "tf.zeros_like(U), or tf.ones / tf.zeros / tf.fill of tf.shape(U); any "
+                    "other dummy, a placeholder say, may have another, broadcastable shape, "
+                    "which gives another result")
+        if len(scopes.references(scope, {dummy.id})) != 3:
+            return "the dummy is used elsewhere too (U or x could depend on it)"
+        return ""
 
     def _why_not(self, call: ast.Call, loop: ast.For | ast.comprehension) -> str:
         """` (not rewritten: ...)`: why a row loop was left as it is, in a few words."""
@@ -905,6 +985,10 @@ def _inline(append: ast.expr, name: str, value: ast.expr) -> ast.expr | None:
         return ast.Call(func=append.func, args=[value, *append.args[1:]],
                         keywords=append.keywords)
     return None
+
+
+def _is_zero(index: ast.expr) -> bool:
+    return isinstance(index, ast.Constant) and type(index.value) is int and index.value == 0
 
 
 def _axis_zero(axis: ast.expr | None) -> bool:
