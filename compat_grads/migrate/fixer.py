@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -77,17 +79,19 @@ class _Rewrite(cst.CSTTransformer):
         return updated_node.with_changes(body=body[:split] + new + body[split:])
 
     def _import_index(self, body) -> int:
-        """Where the new imports go (an index into the original top-level statements): right
-        after the first top-level TensorFlow import (else after the leading docstring and
-        imports), but never after the first statement that holds a rewrite, so they are
+        """Where the new imports go (an index into the original top-level statements): after
+        the import block of the first top-level TensorFlow import (else after the leading
+        docstring and imports), with the TensorFlow setup calls in or right after it, so
+        `import tensorflow.compat.v1 as tf` and its `tf.disable_v2_behavior()` stay
+        together; but never after the first statement that holds a rewrite, so they are
         bound before any rewritten code runs."""
-        first_tf = next((i + 1 for i, s in enumerate(body) if _imports_tensorflow(s)), None)
-        if first_tf is None:
-            first_tf = _after_docstring(body)
-            while first_tf < len(body) and _is_import(body[first_tf]):
-                first_tf += 1
+        first_tf = next((i for i, s in enumerate(body) if _imports_tensorflow(s)), None)
+        at = _after_docstring(body) if first_tf is None else first_tf + 1
+        tf_names = _tensorflow_names(body)
+        while at < len(body) and (_is_import(body[at]) or _is_setup(body[at], tf_names)):
+            at += 1
         uses = [i for i, s in enumerate(body) if self._holds_edit(s)]
-        return min([first_tf, *uses])
+        return min([at, *uses])
 
     def _holds_edit(self, node: cst.CSTNode) -> bool:
         start, end = self._range(node)
@@ -140,14 +144,42 @@ def _imports_tensorflow(stmt: cst.BaseStatement) -> bool:
         return False
     for node in stmt.body:
         if isinstance(node, cst.Import):
-            dotted = [get_full_name_for_node(a.name) for a in node.names]
-        elif node.module is not None and not node.relative:
-            dotted = [get_full_name_for_node(node.module)]
+            names = [a.name for a in node.names]
         else:
-            dotted = []
-        if any(d and canonical(d) is not None for d in dotted):
+            names = [node.module] if node.module is not None and not node.relative else []
+        if any(_is_tensorflow(n) for n in names):
             return True
     return False
+
+
+def _tensorflow_names(body) -> set[str]:
+    """The local names top-level imports bind to TensorFlow (`tf`, `v1`, ...)."""
+    names = set()
+    for stmt in body:
+        for node in stmt.body if _imports_tensorflow(stmt) else ():
+            if isinstance(node.names, Sequence):  # not `from ... import *`
+                names |= {_bound_name(a) for a in node.names
+                          if isinstance(node, cst.ImportFrom) or _is_tensorflow(a.name)}
+    return names
+
+
+def _bound_name(alias: cst.ImportAlias) -> str:
+    return get_full_name_for_node(alias.asname.name if alias.asname else alias.name).partition(
+        ".")[0]
+
+
+def _is_tensorflow(name: cst.BaseExpression) -> bool:
+    dotted = get_full_name_for_node(name)
+    return dotted is not None and canonical(dotted) is not None
+
+
+def _is_setup(stmt: cst.BaseStatement, tf_names: set[str]) -> bool:
+    """Whether `stmt` is a bare call through TensorFlow, such as `tf.disable_v2_behavior()`
+    or `tf.compat.v1.disable_eager_execution()`: setup that belongs with the import."""
+    line = isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1
+    call = stmt.body[0].value if line and isinstance(stmt.body[0], cst.Expr) else None
+    name = get_full_name_for_node(call.func) if isinstance(call, cst.Call) else None
+    return name is not None and name.partition(".")[0] in tf_names
 
 
 def _is_import(stmt: cst.BaseStatement) -> bool:
