@@ -291,7 +291,7 @@ def test_the_import_goes_after_the_import_block_of_tensorflow():
     ("import numpy as np\nimport tensorflow as tf\nimport os\n",
      "tf.compat.v1.disable_eager_execution()\ntf.compat.v1.disable_v2_tensorshape()\n"),
     ("from tensorflow.compat import v1\n", "v1.disable_v2_behavior()\nimport numpy as np\n"),
-])
+], ids=["disable-v2", "block-and-calls", "from-import"])
 def test_the_import_does_not_split_tensorflow_from_its_setup_calls(head, setup):
     text = head + setup + "print('ready')\nx = tf.ones([2])\nh = tf.hessians(x ** 3, x)\n"
     text = text.replace("tf.", "v1.") if "import v1" in head else text
