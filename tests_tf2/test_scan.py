@@ -548,3 +548,27 @@ def test_the_forward_trick_with_tangents_of_ones_is_per_element_gradients():
 def test_per_point_gradients_of_a_physics_network_are_not_reported():
     text = (CORPUS / "clean_pinn.py").read_text("utf-8")
     assert text.count("tf.gradients(") == 7 and migrate.scan_text(text) == []
+
+
+def test_comments_of_a_removed_loop_stay_with_the_statement_that_replaces_it():
+    """A loop whose rows the statement before it now computes takes its comments there, not
+    to the unrelated next line; a loop replaced whole keeps the comments of its body."""
+    text = ("import tensorflow.compat.v1 as tf\n"
+            "def class_gradients(probs, x):\n"
+            "    grads = []\n"
+            "    # one gradient per class\n"
+            "    for k in range(3):\n"
+            "        grads.append(tf.gradients(probs[:, k], x)[0])  # class k\n"
+            "    first = grads[0]\n"
+            "    cache = [None] * 3\n"
+            "    for label in [0, 2]:\n"
+            "        # only the missing rows\n"
+            "        if cache[label] is None:\n"
+            "            cache[label] = tf.gradients(probs[:, label], x)[0]\n"
+            "    return first, cache\n")
+    fixed = migrate.fix_text(text)
+    assert ("    # one gradient per class\n    # class k\n"
+            "    grads = cg.migrate.gradient_row_list(probs, x, range(3), axis=1)\n"
+            "    first = grads[0]\n") in fixed
+    assert ("    cache = [None] * 3\n    # only the missing rows\n"
+            "    cg.migrate.fill_gradient_rows(cache, probs, x, [0, 2], axis=1)\n") in fixed

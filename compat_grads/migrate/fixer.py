@@ -9,7 +9,7 @@ import libcst as cst
 from libcst.helpers import get_full_name_for_node
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from compat_grads.migrate.finder import Edit, Finding
+from compat_grads.migrate.finder import Finding
 from compat_grads.migrate.names import canonical
 
 
@@ -23,13 +23,12 @@ def fix(source: str, findings: list[Finding]) -> str:
     Raises:
       FixError: when LibCST cannot parse the source or an edit finds no node to change.
     """
-    edits = [e for f in findings for e in f.edits]
     try:
         module = MetadataWrapper(cst.parse_module(source))
     except cst.ParserSyntaxError as err:
         raise FixError(f"LibCST cannot parse it: {err.message}") from err
     imports = list(dict.fromkeys(i for f in findings if f.edits for i in f.imports))
-    rewrite = _Rewrite(edits, imports)
+    rewrite = _Rewrite(findings, imports)
     fixed = module.visit(rewrite)
     if rewrite.pending:
         (line, column), _ = min(rewrite.pending)
@@ -39,18 +38,22 @@ def fix(source: str, findings: list[Finding]) -> str:
 
 class _Rewrite(cst.CSTTransformer):
     """Replaces expressions and loops and deletes statements found by exact position; the
-    comments of a deleted statement move to the next statement kept. Adds `imports` (those
+    comments of a deleted statement move to the statement that replaces it (the finding's
+    rewrite, when that comes before it in the block; else the next statement kept), and
+    those inside a loop replaced whole move above its replacement. Adds `imports` (those
     not already there) where they run before any rewritten code: see `_import_index`."""
 
     METADATA_DEPENDENCIES = (PositionProvider,)
 
-    def __init__(self, edits: list[Edit], imports: list[str]):
+    def __init__(self, findings: list[Finding], imports: list[str]):
         super().__init__()
+        edits = [e for f in findings for e in f.edits]
         self.imports = imports
         self.starts = [e.start for e in edits]
         self.replace = {(e.start, e.end): e.text for e in edits if e.text is not None}
         self.delete = {e.start for e in edits if e.text is None}
         self.pending = set(self.replace) | {(s, s) for s in self.delete}
+        self.rewritten_at = _rewritten_at(findings)
 
     def _range(self, node: cst.CSTNode) -> tuple[tuple[int, int], tuple[int, int]]:
         where = self.get_metadata(PositionProvider, node)
@@ -98,20 +101,35 @@ class _Rewrite(cst.CSTTransformer):
         return any(start <= at < end for at in self.starts)
 
     def _kept(self, originals, updated, indexed: bool = False) -> list:
-        kept, carried = [], []
+        kept, carried = [], []  # kept: (index, original, node)
         for index, (original, node) in enumerate(zip(originals, updated)):
             start = self._range(original)[0]
             if start in self.delete:
                 self.pending.discard((start, start))
-                carried += [*node.leading_lines, *_comments(node, node.leading_lines)]
+                lines = [*node.leading_lines, *_comments(node, node.leading_lines)]
+                if not self._attach_back(kept, start, lines):
+                    carried += lines
             else:
                 node = self._statement(original, node)
                 node = (node.with_changes(leading_lines=[*carried, *node.leading_lines])
                         if carried else node)
-                kept.append((index, node) if indexed else node)
+                kept.append((index, original, node))
                 carried = []
-        return kept
+        return [(index, node) if indexed else node for index, _, node in kept]
 
+    def _attach_back(self, kept: list, start: tuple[int, int], lines: list) -> bool:
+        """Puts the comments of the statement deleted at `start` right above the kept
+        statement before it that holds its finding's rewrite, if there is one."""
+        at = self.rewritten_at.get(start)
+        holders = [k for k, (_, original, _) in enumerate(kept) if at is not None
+                   and self._range(original)[0] <= at < self._range(original)[1]]
+        if not holders:
+            return False
+        index, original, node = kept[holders[-1]]
+        comments = [line for line in lines if line.comment is not None]
+        kept[holders[-1]] = index, original, node.with_changes(
+            leading_lines=[*node.leading_lines, *comments])
+        return True
 
     def _statement(self, original, node):
         """A compound statement (a loop) replaced whole by the statement an edit gives."""
@@ -120,7 +138,16 @@ class _Rewrite(cst.CSTTransformer):
             return node
         self.pending.discard(key)
         return cst.parse_statement(self.replace[key] + "\n").with_changes(
-            leading_lines=node.leading_lines)
+            leading_lines=[*node.leading_lines, *_comments(node, node.leading_lines)])
+
+
+def _rewritten_at(findings: list[Finding]) -> dict[tuple[int, int], tuple[int, int]]:
+    """Where the finding of each deleted statement (by start) writes its rewrite."""
+    found = {}
+    for finding in findings:
+        at = next((e.start for e in finding.edits if e.text is not None), None)
+        found.update((e.start, at) for e in finding.edits if e.text is None and at)
+    return found
 
 
 def _comments(node: cst.CSTNode, skip) -> list[cst.EmptyLine]:
