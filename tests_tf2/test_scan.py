@@ -572,3 +572,13 @@ def test_comments_of_a_removed_loop_stay_with_the_statement_that_replaces_it():
             "    first = grads[0]\n") in fixed
     assert ("    cache = [None] * 3\n    # only the missing rows\n"
             "    cg.migrate.fill_gradient_rows(cache, probs, x, [0, 2], axis=1)\n") in fixed
+
+
+def test_comments_inside_a_replaced_expression_go_above_its_statement():
+    text = ("import tensorflow as tf\nx = tf.constant([1.0, 2.0])\ny = x ** 2\n"
+            "if True:\n"
+            "    J = tf.stack([tf.gradients(y[i], x)[0]  # row i\n"
+            "                  for i in range(2)])  # the Jacobian\n")
+    fixed = migrate.fix_text(text)
+    assert "    # row i\n    J = cg.stacked_jacobian(" in fixed
+    assert fixed.endswith(", x)  # the Jacobian\n") and migrate.fix_text(fixed) == fixed

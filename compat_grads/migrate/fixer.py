@@ -54,19 +54,27 @@ class _Rewrite(cst.CSTTransformer):
         self.delete = {e.start for e in edits if e.text is None}
         self.pending = set(self.replace) | {(s, s) for s in self.delete}
         self.rewritten_at = _rewritten_at(findings)
+        self.statements: list[tuple[cst.BaseStatement, list]] = []  # visited, with comments
 
     def _range(self, node: cst.CSTNode) -> tuple[tuple[int, int], tuple[int, int]]:
         where = self.get_metadata(PositionProvider, node)
         return (where.start.line, where.start.column), (where.end.line, where.end.column)
 
+    def on_visit(self, node):
+        if isinstance(node, cst.BaseStatement):
+            self.statements.append((node, []))
+        return super().on_visit(node)
+
     def on_leave(self, original_node, updated_node):
         updated_node = super().on_leave(original_node, updated_node)
-        if not isinstance(original_node, cst.BaseExpression):
-            return updated_node
-        key = self._range(original_node)
+        if isinstance(original_node, cst.BaseStatement):
+            return _below_comments(updated_node, self.statements.pop()[1])
+        key = self._range(original_node) if isinstance(original_node, cst.BaseExpression) else None
         if key not in self.replace:
             return updated_node
         self.pending.discard(key)
+        # The comments inside a multi-line expression it replaces go above its statement.
+        self.statements[-1][1].extend(_comments(original_node, ()))
         return cst.parse_expression(self.replace[key])
 
     def leave_IndentedBlock(self, original_node, updated_node):
@@ -127,8 +135,7 @@ class _Rewrite(cst.CSTTransformer):
             return False
         index, original, node = kept[holders[-1]]
         comments = [line for line in lines if line.comment is not None]
-        kept[holders[-1]] = index, original, node.with_changes(
-            leading_lines=[*node.leading_lines, *comments])
+        kept[holders[-1]] = index, original, _below_comments(node, comments)
         return True
 
     def _statement(self, original, node):
@@ -148,6 +155,11 @@ def _rewritten_at(findings: list[Finding]) -> dict[tuple[int, int], tuple[int, i
         at = next((e.start for e in finding.edits if e.text is not None), None)
         found.update((e.start, at) for e in finding.edits if e.text is None and at)
     return found
+
+
+def _below_comments(node: cst.BaseStatement, comments: list) -> cst.BaseStatement:
+    """`node` with `comments` added right above it, below its own leading lines."""
+    return node.with_changes(leading_lines=[*node.leading_lines, *comments]) if comments else node
 
 
 def _comments(node: cst.CSTNode, skip) -> list[cst.EmptyLine]:
