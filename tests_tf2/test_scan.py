@@ -582,3 +582,28 @@ def test_comments_inside_a_replaced_expression_go_above_its_statement():
     fixed = migrate.fix_text(text)
     assert "    # row i\n    J = cg.stacked_jacobian(" in fixed
     assert fixed.endswith(", x)  # the Jacobian\n") and migrate.fix_text(fixed) == fixed
+
+
+def test_names_follow_python_3_scopes():
+    """Which `i` each occurrence means: the module's, or a comprehension's, a lambda's or a
+    class body's own (a method skips its class; `global` reaches the module)."""
+    from compat_grads.migrate import scopes
+
+    tree = ast.parse("i = 0\n"
+                     "a = [i for i in range(i)]\n"
+                     "f = lambda i=i: i\n"
+                     "class C:\n"
+                     "    i = 1\n"
+                     "    def m(self):\n"
+                     "        return i\n"
+                     "    j = i\n"
+                     "def g():\n"
+                     "    global i\n"
+                     "    i = 2\n")
+    refs = scopes.references(tree, {"i"})
+    module_i = sorted((n.lineno, n.col_offset) for n in ast.walk(tree) if id(n) in refs)
+    assert module_i == [(1, 0), (2, 22), (3, 13), (7, 15), (11, 4)]
+    method = tree.body[3].body[1]
+    assert scopes.bindings(tree.body[3]) == {"i": 1, "m": 1, "j": 1}
+    assert scopes.bindings(method) == {"self": 1}
+    assert scopes.assigned_value(tree.body[3], "j").id == "i"
