@@ -607,3 +607,16 @@ def test_names_follow_python_3_scopes():
     assert scopes.bindings(tree.body[3]) == {"i": 1, "m": 1, "j": 1}
     assert scopes.bindings(method) == {"self": 1}
     assert scopes.assigned_value(tree.body[3], "j").id == "i"
+
+
+def test_comments_of_deleted_statements_skip_unrelated_lines_to_their_rewrite():
+    text = ("import tensorflow.compat.v1 as tf\n"
+            "def derivative(U, x):\n"
+            "    # a dummy cotangent\n"
+            "    dummy = tf.ones_like(U)\n"
+            "    g = tf.gradients(U, x, grad_ys=dummy)[0]\n"
+            "    scale = 2.0\n"
+            "    return scale * tf.gradients(g, dummy)[0]\n")
+    assert migrate.fix_text(text).endswith(
+        "    scale = 2.0\n    # a dummy cotangent\n"
+        "    return scale * cg.per_element_gradients(U, tf.nest.flatten(x)[0])\n")

@@ -38,10 +38,11 @@ def fix(source: str, findings: list[Finding]) -> str:
 
 class _Rewrite(cst.CSTTransformer):
     """Replaces expressions and loops and deletes statements found by exact position; the
-    comments of a deleted statement move to the statement that replaces it (the finding's
-    rewrite, when that comes before it in the block; else the next statement kept), and
-    those inside a loop replaced whole move above its replacement. Adds `imports` (those
-    not already there) where they run before any rewritten code: see `_import_index`."""
+    comments of a deleted statement move to the statement that replaces it (the one of its
+    block holding the finding's rewrite, before or after it; else the next statement kept),
+    and those inside a loop or a multi-line expression replaced move above the replacement.
+    Adds `imports` (those not already there) where they run before any rewritten code: see
+    `_import_index`."""
 
     METADATA_DEPENDENCIES = (PositionProvider,)
 
@@ -109,34 +110,45 @@ class _Rewrite(cst.CSTTransformer):
         return any(start <= at < end for at in self.starts)
 
     def _kept(self, originals, updated, indexed: bool = False) -> list:
-        kept, carried = [], []  # kept: (index, original, node)
-        for index, (original, node) in enumerate(zip(originals, updated)):
-            start = self._range(original)[0]
-            if start in self.delete:
+        deleted = [self._range(o)[0] in self.delete for o in originals]
+        above: dict[int, tuple[list, list]] = {}  # kept position -> (lines before, after)
+        for k, node in enumerate(updated):
+            if deleted[k]:
+                start = self._range(originals[k])[0]
                 self.pending.discard((start, start))
-                lines = [*node.leading_lines, *_comments(node, node.leading_lines)]
-                if not self._attach_back(kept, start, lines):
-                    carried += lines
-            else:
+                self._move_comments(node, k, self._home(originals, deleted, k), above)
+        kept = []
+        for k, (original, node) in enumerate(zip(originals, updated)):
+            if not deleted[k]:
+                before, after = above.get(k, ([], []))
                 node = self._statement(original, node)
-                node = (node.with_changes(leading_lines=[*carried, *node.leading_lines])
-                        if carried else node)
-                kept.append((index, original, node))
-                carried = []
-        return [(index, node) if indexed else node for index, _, node in kept]
+                node = node.with_changes(leading_lines=[*before, *node.leading_lines, *after])
+                kept.append((k, node) if indexed else node)
+        return kept
 
-    def _attach_back(self, kept: list, start: tuple[int, int], lines: list) -> bool:
-        """Puts the comments of the statement deleted at `start` right above the kept
-        statement before it that holds its finding's rewrite, if there is one."""
-        at = self.rewritten_at.get(start)
-        holders = [k for k, (_, original, _) in enumerate(kept) if at is not None
-                   and self._range(original)[0] <= at < self._range(original)[1]]
-        if not holders:
-            return False
-        index, original, node = kept[holders[-1]]
-        comments = [line for line in lines if line.comment is not None]
-        kept[holders[-1]] = index, original, _below_comments(node, comments)
-        return True
+    def _home(self, originals, deleted, k) -> int | None:
+        """Where the comments of the deleted statement `k` go: the kept statement of the block
+        that holds its finding's rewrite, else the next kept one (else the one before)."""
+        at = self.rewritten_at.get(self._range(originals[k])[0])
+        kept = [j for j, gone in enumerate(deleted) if not gone]
+        holders = [j for j in kept if at is not None
+                   and self._range(originals[j])[0] <= at < self._range(originals[j])[1]]
+        later = [j for j in kept if j > k]
+        return (holders or later or kept[-1:] or [None])[0]
+
+    @staticmethod
+    def _move_comments(node, k: int, home: int | None, above: dict) -> None:
+        """Adds the leading lines and comments of the deleted statement `node` (at `k`) above
+        the statement at `home`: before its own leading lines when it comes after `k`, else
+        (the comments only, no blank lines) right above it."""
+        lines = [*node.leading_lines, *_comments(node, node.leading_lines)]
+        if home is None:
+            return
+        before, after = above.setdefault(home, ([], []))
+        if home > k:
+            before.extend(lines)
+        else:
+            after.extend(line for line in lines if line.comment is not None)
 
     def _statement(self, original, node):
         """A compound statement (a loop) replaced whole by the statement an edit gives."""
