@@ -33,7 +33,7 @@ CODES = {c.code: c for c in (
          "tape.gradient(f, x[:, k]): a slice made after recording has no gradient (None)"),
     Code("CG105", "hessians", True,
          "tf.hessians / tf.compat.v1.hessians: graph only, one row at a time"),
-    Code("CG106", "double-gradients-jvp", False,
+    Code("CG106", "double-gradients-jvp", True,
          "tf.gradients of tf.gradients with respect to grad_ys: the forward-mode trick"),
     Code("CG107", "private-gradients-import", False,
          "import of TensorFlow's private parallel_for.gradients or gradients_impl"),

@@ -9,6 +9,7 @@ import functools
 import re
 
 from compat_grads.migrate import patterns as pt
+from compat_grads.migrate import scopes
 from compat_grads.migrate.names import Names
 
 _PRIVATE = ("tensorflow.python.ops.parallel_for", "tensorflow.python.ops.gradients_impl")
@@ -135,10 +136,90 @@ class _Finder:
                                   f"{self._suggest(edits, advice)}{why}", edits)]
         parts = pt.grad_parts(call)
         if parts and self._scoped_key(call, parts[1]) in self._grad_ys_keys:
-            return [self._finding(call, "CG106", "forward-mode trick (tf.gradients with respect "
-                                  "to grad_ys): use cg.jvp(f, x, v), or "
-                                  "cg.per_element_gradients(y, x) when v is all ones")]
+            return [self._forward_trick(call, parts[2])]
         return []
+
+    def _forward_trick(self, call: ast.Call, all_ones: bool) -> Finding:
+        """CG106 on `tf.gradients(g, dummy)`, `dummy` the grad_ys of the gradient `g`: with
+        no grad_ys here (tangents of ones) it is d(dummy·J)/d(dummy)·1 = J·1."""
+        trick = "forward-mode trick (tf.gradients with respect to grad_ys): "
+        if not all_ones:
+            return self._finding(call, "CG106", f"{trick}a Jacobian-vector product J·v; use "
+                                 "cg.jvp(f, x, v), or cg.per_element_gradients(U, x) when v "
+                                 "is all ones (not rewritten: the second tf.gradients has "
+                                 "grad_ys or other arguments that change its values)")
+        edits, why = self._per_element_edits(call)
+        use = edits[0].text if edits else (
+            f"cg.per_element_gradients(U, x) (not rewritten: {why})")
+        return self._finding(call, "CG106", f"{trick}with no grad_ys on the second "
+                             "tf.gradients this is exactly cg.per_element_gradients(U, x) "
+                             f"(dy/dx with U's shape); use {use}", edits)
+
+    def _per_element_edits(self, call: ast.Call) -> tuple[tuple[Edit, ...], str]:
+        """`tf.gradients(g, dummy)[0]` -> `cg.per_element_gradients(U, x)` where this scope
+        binds `g = tf.gradients(U, x, grad_ys=dummy)[0]` once and `dummy` once, to a fresh
+        tensor of U's shape used nowhere else; else ((), why not)."""
+        scope, (g, dummy, _) = self._scope(call), pt.grad_parts(call)
+        outer = self.parents.get(id(call))
+        if not (isinstance(outer, ast.Subscript) and _is_zero(outer.slice)):
+            return (), "the result is not taken with [0]"
+        first = scopes.assigned_value(scope, g.id) if isinstance(g, ast.Name) else None
+        grad = self._vjp_of(first, dummy)
+        if grad is None or self.writer is None:
+            return (), ("the differentiated gradient is not g = tf.gradients(U, x, "
+                        "grad_ys=dummy)[0], bound once in this scope")
+        why = self._operands_why_not(scope, grad) or self._dummy_why_not(scope, grad, dummy)
+        if why:
+            return (), why
+        w = self.writer
+        text = w.call("per_element_gradients", w.text(grad.ys), w.source_of(grad))
+        return (self._replace(outer, text), *self._spent(scope, outer, g.id, dummy.id)), ""
+
+    def _spent(self, scope: ast.AST, at: ast.AST, g: str, dummy: str) -> tuple[Edit, ...]:
+        """Deletions of `g = ...` and `dummy = ...`, which the rewrite at `at` leaves unused,
+        when they are statements of its block (deleting them leaves no block empty)."""
+        stmt = at
+        while not isinstance(stmt, ast.stmt):
+            stmt = self.parents.get(id(stmt))
+        assigns = [s for s in self._block_of(stmt) if isinstance(s, ast.Assign)
+                   and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+                   and s.targets[0].id in (g, dummy)]
+        if len(assigns) != 2 or len(scopes.references(scope, {g})) != 2:
+            return ()
+        return tuple(Edit(*self._span(s), None) for s in assigns)
+
+    def _vjp_of(self, value: ast.expr | None, dummy: ast.expr) -> pt.Grad | None:
+        """`tf.gradients(U, x, grad_ys=dummy)[0]` (no other argument that changes values)."""
+        grad = pt.indexed_grad(value, self.names) if value is not None else None
+        args = pt.call_args(grad.call, ("ys", "xs", "grad_ys")) if grad else None
+        extra = {k.arg for k in grad.call.keywords} - {"ys", "xs", "grad_ys"} if grad else set()
+        if not args or grad.index != 0 or len(grad.call.args) > 3 or extra - pt.NEUTRAL_KWARGS:
+            return None
+        return grad if ast.dump(args[2]) == ast.dump(dummy) else None
+
+    def _operands_why_not(self, scope: ast.AST, grad: pt.Grad) -> str:
+        """Why U and x may not be evaluated again where the second call is ("" if they may)."""
+        if any(isinstance(n, ast.List | ast.Tuple) for n in (grad.ys, grad.xs)):
+            return "U or x is a list of several targets or sources"
+        counts = scopes.bindings(scope)
+        once = all(counts[n] <= 1 for n in _names_in(grad.ys) | _names_in(grad.xs))
+        if not (once and pt.is_pure(grad.ys, self.names) and pt.is_pure(grad.xs, self.names)):
+            return ("U or x is not a plain expression of names bound once in this scope (the "
+                    "rewrite evaluates them where the second tf.gradients is)")
+        return ""
+
+    def _dummy_why_not(self, scope: ast.AST, grad: pt.Grad, dummy: ast.expr) -> str:
+        """Why the dummy may matter to the result ("" if it provably does not)."""
+        named = isinstance(dummy, ast.Name)
+        value = scopes.assigned_value(scope, dummy.id) if named else None
+        if value is None or not pt.shaped_like(value, grad.ys, self.names):
+            return ("the dummy is not a name bound once in this scope to tf.ones_like(U), "
+                    "tf.zeros_like(U), or tf.ones / tf.zeros / tf.fill of tf.shape(U); any "
+                    "other dummy, a placeholder say, may have another, broadcastable shape, "
+                    "which gives another result")
+        if len(scopes.references(scope, {dummy.id})) != 3:
+            return "the dummy is used elsewhere too (U or x could depend on it)"
+        return ""
 
     def _why_not(self, call: ast.Call, loop: ast.For | ast.comprehension) -> str:
         """` (not rewritten: ...)`: why a row loop was left as it is, in a few words."""
@@ -348,16 +429,16 @@ class _Finder:
         return value if ok and set(k.arg for k in value.keywords) <= {"values", "axis"} else None
 
     def _only_uses(self, name: str, count: int, inside: ast.AST) -> bool:
-        """Whether `name` occurs exactly `count` times in the scope around `inside`."""
-        uses = [n for n in ast.walk(self._scope(inside)) if isinstance(n, ast.Name)
-                and n.id == name]
-        return len(uses) == count
+        """Whether the variable `name` of the scope around `inside` occurs exactly `count`
+        times (a nested scope's own `name` is another variable)."""
+        return len(scopes.references(self._scope(inside), {name})) == count
 
     def _leaks(self, loop: ast.For) -> bool:
         """Whether the loop variable is read after the loop (where it holds the last index)."""
         var, inside = loop.target.id, {id(n) for n in ast.walk(loop)}
-        reads = [n for n in ast.walk(self._scope(loop)) if isinstance(n, ast.Name)
-                 and n.id == var and isinstance(n.ctx, ast.Load) and id(n) not in inside]
+        uses = scopes.references(self._scope(loop), {var})
+        reads = [n for n in ast.walk(self._scope(loop)) if id(n) in uses
+                 and isinstance(n.ctx, ast.Load) and id(n) not in inside]
         return any(self._binder(n, var) is None for n in reads)
 
     def _binder(self, node: ast.AST, var: str) -> ast.AST | None:
@@ -507,9 +588,9 @@ class _Finder:
 
     def _wrt_element(self, fn: ast.Lambda | ast.FunctionDef, grads: list[ast.Call]) -> bool:
         """Whether every gradient in the mapped function is with respect to its element."""
-        params = {a.arg for a in fn.args.args}
+        params = scopes.references(fn, {a.arg for a in fn.args.args})
         parts = [pt.grad_parts(g) for g in grads]
-        return all(p is not None and _names_in(p[1]) & params for p in parts)
+        return all(p is not None and _refers(p[1], params) for p in parts)
 
     def _map_fn_edits(self, node: ast.Call, fn: ast.Lambda | ast.FunctionDef,
                       elems: ast.expr, over_indices: bool) -> tuple[Edit, ...]:
@@ -704,7 +785,7 @@ class _Finder:
         """The gradient calls in `fn` whose target is one row: selected by one of its
         parameters (`y[i]`, `tf.gather(y, i)`, `tf.slice(y, [i], ...)`: a loop index), or,
         with `indexed` False, a parameter itself (the element a map hands over)."""
-        params = {a.arg for a in fn.args.args}
+        params = scopes.references(fn, {a.arg for a in fn.args.args})
         rows = {id(n) for n in ast.walk(fn) if self._selects(n, params)} if indexed else set()
         names = _dependent_names(fn, params if not indexed else set(), rows)
         found = []
@@ -713,19 +794,20 @@ class _Finder:
                                             or self._is_tape_call(n, ("gradient",))):
                 target = pt.call_args(n, ("target", "sources"))
                 target = target[0] if target else None
-                if target is not None and (_names_in(target) & names or any(
-                        id(t) in rows for t in ast.walk(target))):
+                if target is not None and _refers(target, names | rows):
                     found.append(n)
         return found
 
-    def _selects(self, node: ast.AST, params: set[str]) -> bool:
-        """`y[i]`, `tf.gather(y, i)` or `tf.slice(y, [i], ...)` with `i` in `params`."""
+    def _selects(self, node: ast.AST, index: set[int]) -> bool:
+        """`y[i]`, `tf.gather(y, i)` or `tf.slice(y, [i], ...)` with `i` one of the names
+        whose ids are in `index` (names resolved by scope: a comprehension's own `i` is
+        another variable)."""
         if isinstance(node, ast.Subscript):  # an index, not a window `y[i:i + k]`
             parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-            return any(_names_in(p) & params for p in parts if not isinstance(p, ast.Slice))
+            return any(_refers(p, index) for p in parts if not isinstance(p, ast.Slice))
         if isinstance(node, ast.Call) and self.names.qualname(node) in (
                 "tf.gather", "tf.slice", "tf.gather_nd", "tf.strided_slice"):
-            return any(_names_in(a) & params for a in node.args[1:])
+            return any(_refers(a, index) for a in node.args[1:])
         return False
 
     def _is_tape_call(self, node: ast.Call, methods=_TAPE_METHODS) -> bool:
@@ -787,10 +869,10 @@ class _Finder:
             node = self.parents.get(id(node))
             if not (isinstance(node, ast.For) and isinstance(node.target, ast.Name)):
                 continue
-            index = {node.target.id}
+            index = scopes.references(node, {node.target.id})
             rows = {id(n) for n in ast.walk(node) if self._selects(n, index)}
             names = _dependent_names(node, set(), rows)
-            if _names_in(args[0]) & names and not _names_in(args[1]) & (names | index):
+            if _refers(args[0], names) and not _refers(args[1], names | index):
                 return node
         return None
 
@@ -905,6 +987,10 @@ def _inline(append: ast.expr, name: str, value: ast.expr) -> ast.expr | None:
     return None
 
 
+def _is_zero(index: ast.expr) -> bool:
+    return isinstance(index, ast.Constant) and type(index.value) is int and index.value == 0
+
+
 def _axis_zero(axis: ast.expr | None) -> bool:
     return axis is None or (isinstance(axis, ast.Constant) and axis.value == 0)
 
@@ -934,17 +1020,22 @@ def _single_expression(fn: ast.Lambda | ast.FunctionDef) -> ast.expr | None:
     return body[0].value if ok else None
 
 
-def _dependent_names(fn: ast.AST, names: set[str], nodes: set[int] = frozenset()) -> set[str]:
-    """`names`, and the names `fn` assigns from them or from the nodes with ids in `nodes`
-    (`yi = y[i]`), transitively."""
+def _dependent_names(fn: ast.AST, names: set[int], nodes: set[int] = frozenset()) -> set[int]:
+    """The ids of the names in `names` (ids of `ast.Name` nodes) and of those that mean a
+    name `fn` assigns from them or from the nodes with ids in `nodes` (`yi = y[i]`),
+    transitively."""
     assigns = [n for n in ast.walk(fn) if isinstance(n, ast.Assign)]
+    found = set(names)
     for _ in range(3):  # chains of a few assignments reach a fixed point
-        names = names | {t.id for a in assigns
-                         if _names_in(a.value) & names or any(
-                             id(v) in nodes for v in ast.walk(a.value))
-                         for target in a.targets for t in ast.walk(target)
-                         if isinstance(t, ast.Name)}
-    return names
+        assigned = {t.id for a in assigns if _refers(a.value, found | nodes)
+                    for target in a.targets for t in ast.walk(target) if isinstance(t, ast.Name)}
+        found = set(names) | scopes.references(fn, assigned)
+    return found
+
+
+def _refers(node: ast.AST, ids: set[int]) -> bool:
+    """Whether `node` is or holds a node whose id is in `ids`."""
+    return any(id(n) in ids for n in ast.walk(node))
 
 
 def _names_in(node: ast.AST) -> set[str]:

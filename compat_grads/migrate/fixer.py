@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from compat_grads.migrate.finder import Edit, Finding
+from compat_grads.migrate.finder import Finding
 from compat_grads.migrate.names import canonical
 
 
@@ -21,13 +23,12 @@ def fix(source: str, findings: list[Finding]) -> str:
     Raises:
       FixError: when LibCST cannot parse the source or an edit finds no node to change.
     """
-    edits = [e for f in findings for e in f.edits]
     try:
         module = MetadataWrapper(cst.parse_module(source))
     except cst.ParserSyntaxError as err:
         raise FixError(f"LibCST cannot parse it: {err.message}") from err
     imports = list(dict.fromkeys(i for f in findings if f.edits for i in f.imports))
-    rewrite = _Rewrite(edits, imports)
+    rewrite = _Rewrite(findings, imports)
     fixed = module.visit(rewrite)
     if rewrite.pending:
         (line, column), _ = min(rewrite.pending)
@@ -37,31 +38,44 @@ def fix(source: str, findings: list[Finding]) -> str:
 
 class _Rewrite(cst.CSTTransformer):
     """Replaces expressions and loops and deletes statements found by exact position; the
-    comments of a deleted statement move to the next statement kept. Adds `imports` (those
-    not already there) where they run before any rewritten code: see `_import_index`."""
+    comments of a deleted statement move to the statement that replaces it (the one of its
+    block holding the finding's rewrite, before or after it; else the next statement kept),
+    and those inside a loop or a multi-line expression replaced move above the replacement.
+    Adds `imports` (those not already there) where they run before any rewritten code: see
+    `_import_index`."""
 
     METADATA_DEPENDENCIES = (PositionProvider,)
 
-    def __init__(self, edits: list[Edit], imports: list[str]):
+    def __init__(self, findings: list[Finding], imports: list[str]):
         super().__init__()
+        edits = [e for f in findings for e in f.edits]
         self.imports = imports
         self.starts = [e.start for e in edits]
         self.replace = {(e.start, e.end): e.text for e in edits if e.text is not None}
         self.delete = {e.start for e in edits if e.text is None}
         self.pending = set(self.replace) | {(s, s) for s in self.delete}
+        self.rewritten_at = _rewritten_at(findings)
+        self.statements: list[tuple[cst.BaseStatement, list]] = []  # visited, with comments
 
     def _range(self, node: cst.CSTNode) -> tuple[tuple[int, int], tuple[int, int]]:
         where = self.get_metadata(PositionProvider, node)
         return (where.start.line, where.start.column), (where.end.line, where.end.column)
 
+    def on_visit(self, node):
+        if isinstance(node, cst.BaseStatement):
+            self.statements.append((node, []))
+        return super().on_visit(node)
+
     def on_leave(self, original_node, updated_node):
         updated_node = super().on_leave(original_node, updated_node)
-        if not isinstance(original_node, cst.BaseExpression):
-            return updated_node
-        key = self._range(original_node)
+        if isinstance(original_node, cst.BaseStatement):
+            return _below_comments(updated_node, self.statements.pop()[1])
+        key = self._range(original_node) if isinstance(original_node, cst.BaseExpression) else None
         if key not in self.replace:
             return updated_node
         self.pending.discard(key)
+        # The comments inside a multi-line expression it replaces go above its statement.
+        self.statements[-1][1].extend(_comments(original_node, ()))
         return cst.parse_expression(self.replace[key])
 
     def leave_IndentedBlock(self, original_node, updated_node):
@@ -77,37 +91,64 @@ class _Rewrite(cst.CSTTransformer):
         return updated_node.with_changes(body=body[:split] + new + body[split:])
 
     def _import_index(self, body) -> int:
-        """Where the new imports go (an index into the original top-level statements): right
-        after the first top-level TensorFlow import (else after the leading docstring and
-        imports), but never after the first statement that holds a rewrite, so they are
+        """Where the new imports go (an index into the original top-level statements): after
+        the import block of the first top-level TensorFlow import (else after the leading
+        docstring and imports), with the TensorFlow setup calls in or right after it, so
+        `import tensorflow.compat.v1 as tf` and its `tf.disable_v2_behavior()` stay
+        together; but never after the first statement that holds a rewrite, so they are
         bound before any rewritten code runs."""
-        first_tf = next((i + 1 for i, s in enumerate(body) if _imports_tensorflow(s)), None)
-        if first_tf is None:
-            first_tf = _after_docstring(body)
-            while first_tf < len(body) and _is_import(body[first_tf]):
-                first_tf += 1
+        first_tf = next((i for i, s in enumerate(body) if _imports_tensorflow(s)), None)
+        at = _after_docstring(body) if first_tf is None else first_tf + 1
+        tf_names = _tensorflow_names(body)
+        while at < len(body) and (_is_import(body[at]) or _is_setup(body[at], tf_names)):
+            at += 1
         uses = [i for i, s in enumerate(body) if self._holds_edit(s)]
-        return min([first_tf, *uses])
+        return min([at, *uses])
 
     def _holds_edit(self, node: cst.CSTNode) -> bool:
         start, end = self._range(node)
         return any(start <= at < end for at in self.starts)
 
     def _kept(self, originals, updated, indexed: bool = False) -> list:
-        kept, carried = [], []
-        for index, (original, node) in enumerate(zip(originals, updated)):
-            start = self._range(original)[0]
-            if start in self.delete:
+        deleted = [self._range(o)[0] in self.delete for o in originals]
+        above: dict[int, tuple[list, list]] = {}  # kept position -> (lines before, after)
+        for k, node in enumerate(updated):
+            if deleted[k]:
+                start = self._range(originals[k])[0]
                 self.pending.discard((start, start))
-                carried += [*node.leading_lines, *_comments(node, node.leading_lines)]
-            else:
+                self._move_comments(node, k, self._home(originals, deleted, k), above)
+        kept = []
+        for k, (original, node) in enumerate(zip(originals, updated)):
+            if not deleted[k]:
+                before, after = above.get(k, ([], []))
                 node = self._statement(original, node)
-                node = (node.with_changes(leading_lines=[*carried, *node.leading_lines])
-                        if carried else node)
-                kept.append((index, node) if indexed else node)
-                carried = []
+                node = node.with_changes(leading_lines=[*before, *node.leading_lines, *after])
+                kept.append((k, node) if indexed else node)
         return kept
 
+    def _home(self, originals, deleted, k) -> int | None:
+        """Where the comments of the deleted statement `k` go: the kept statement of the block
+        that holds its finding's rewrite, else the next kept one (else the one before)."""
+        at = self.rewritten_at.get(self._range(originals[k])[0])
+        kept = [j for j, gone in enumerate(deleted) if not gone]
+        holders = [j for j in kept if at is not None
+                   and self._range(originals[j])[0] <= at < self._range(originals[j])[1]]
+        later = [j for j in kept if j > k]
+        return (holders or later or kept[-1:] or [None])[0]
+
+    @staticmethod
+    def _move_comments(node, k: int, home: int | None, above: dict) -> None:
+        """Adds the leading lines and comments of the deleted statement `node` (at `k`) above
+        the statement at `home`: before its own leading lines when it comes after `k`, else
+        (the comments only, no blank lines) right above it."""
+        lines = [*node.leading_lines, *_comments(node, node.leading_lines)]
+        if home is None:
+            return
+        before, after = above.setdefault(home, ([], []))
+        if home > k:
+            before.extend(lines)
+        else:
+            after.extend(line for line in lines if line.comment is not None)
 
     def _statement(self, original, node):
         """A compound statement (a loop) replaced whole by the statement an edit gives."""
@@ -116,7 +157,21 @@ class _Rewrite(cst.CSTTransformer):
             return node
         self.pending.discard(key)
         return cst.parse_statement(self.replace[key] + "\n").with_changes(
-            leading_lines=node.leading_lines)
+            leading_lines=[*node.leading_lines, *_comments(node, node.leading_lines)])
+
+
+def _rewritten_at(findings: list[Finding]) -> dict[tuple[int, int], tuple[int, int]]:
+    """Where the finding of each deleted statement (by start) writes its rewrite."""
+    found = {}
+    for finding in findings:
+        at = next((e.start for e in finding.edits if e.text is not None), None)
+        found.update((e.start, at) for e in finding.edits if e.text is None and at)
+    return found
+
+
+def _below_comments(node: cst.BaseStatement, comments: list) -> cst.BaseStatement:
+    """`node` with `comments` added right above it, below its own leading lines."""
+    return node.with_changes(leading_lines=[*node.leading_lines, *comments]) if comments else node
 
 
 def _comments(node: cst.CSTNode, skip) -> list[cst.EmptyLine]:
@@ -140,14 +195,42 @@ def _imports_tensorflow(stmt: cst.BaseStatement) -> bool:
         return False
     for node in stmt.body:
         if isinstance(node, cst.Import):
-            dotted = [get_full_name_for_node(a.name) for a in node.names]
-        elif node.module is not None and not node.relative:
-            dotted = [get_full_name_for_node(node.module)]
+            names = [a.name for a in node.names]
         else:
-            dotted = []
-        if any(d and canonical(d) is not None for d in dotted):
+            names = [node.module] if node.module is not None and not node.relative else []
+        if any(_is_tensorflow(n) for n in names):
             return True
     return False
+
+
+def _tensorflow_names(body) -> set[str]:
+    """The local names top-level imports bind to TensorFlow (`tf`, `v1`, ...)."""
+    names = set()
+    for stmt in body:
+        for node in stmt.body if _imports_tensorflow(stmt) else ():
+            if isinstance(node.names, Sequence):  # not `from ... import *`
+                names |= {_bound_name(a) for a in node.names
+                          if isinstance(node, cst.ImportFrom) or _is_tensorflow(a.name)}
+    return names
+
+
+def _bound_name(alias: cst.ImportAlias) -> str:
+    return get_full_name_for_node(alias.asname.name if alias.asname else alias.name).partition(
+        ".")[0]
+
+
+def _is_tensorflow(name: cst.BaseExpression) -> bool:
+    dotted = get_full_name_for_node(name)
+    return dotted is not None and canonical(dotted) is not None
+
+
+def _is_setup(stmt: cst.BaseStatement, tf_names: set[str]) -> bool:
+    """Whether `stmt` is a bare call through TensorFlow, such as `tf.disable_v2_behavior()`
+    or `tf.compat.v1.disable_eager_execution()`: setup that belongs with the import."""
+    line = isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1
+    call = stmt.body[0].value if line and isinstance(stmt.body[0], cst.Expr) else None
+    name = get_full_name_for_node(call.func) if isinstance(call, cst.Call) else None
+    return name is not None and name.partition(".")[0] in tf_names
 
 
 def _is_import(stmt: cst.BaseStatement) -> bool:

@@ -20,6 +20,9 @@ _PURE_CALLS = frozenset(f"tf.{n}" for n in (
     "reduce_mean exp log sin cos tanh square sqrt abs gather unstack"
 ).split())
 _PURE_BUILTINS = frozenset({"len", "int"})
+# Fresh tensors of a target's shape: `tf.ones_like(y)`, or `tf.ones(tf.shape(y))`.
+_LIKE_CALLS = frozenset({"tf.ones_like", "tf.zeros_like"})
+_SHAPED_CALLS = frozenset({"tf.ones", "tf.zeros", "tf.fill"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,6 +161,25 @@ def is_pure(node: ast.expr, names: Names) -> bool:
         return False
     return all(is_pure(child, names) for child in ast.iter_child_nodes(node)
                if not isinstance(child, ast.expr_context))
+
+
+def shaped_like(value: ast.expr, target: ast.expr, names: Names) -> bool:
+    """Whether `value` is a new tensor of `target`'s shape: `tf.ones_like(target)`,
+    `tf.zeros_like(target)`, or `tf.ones` / `tf.zeros` / `tf.fill` of `tf.shape(target)`.
+
+    The double-gradient trick's result is linear in its dummy, so it is the same for every
+    value of one of these: what matters is the shape (a broadcastable dummy, such as a
+    placeholder of shape [None, 1] for a target [n, 3], gives a dummy-shaped result)."""
+    if not (isinstance(value, ast.Call) and value.args) or isinstance(value.args[0], ast.Starred):
+        return False
+    name, first = names.qualname(value), value.args[0]
+    if name in _SHAPED_CALLS:
+        shaped = (isinstance(first, ast.Call) and names.qualname(first) == "tf.shape"
+                  and len(first.args) == 1)
+        first = first.args[0] if shaped else None
+    elif name not in _LIKE_CALLS:
+        return False
+    return first is not None and ast.dump(first) == ast.dump(target)
 
 
 def _is_shape_call(node: ast.Call) -> bool:
