@@ -72,7 +72,8 @@ def test_the_harness_scans_fixes_runs_and_compares_a_loop_of_gradients(tmp_path)
     (row,) = json.loads(rows_file.read_text())
     assert row["findings"] == row["fixed"] == 1 and row["remaining"] == []
     assert row["spread"] is not None and row["spread"] > 0  # one ulp moved the Jacobian
-    assert row["build"][0] > 0 and row["build"][1] > 0 and row["ratio"] > 0
+    assert row["build"][0] > 0 and row["build"][1] > 0
+    assert row["ratio"] > 0 and row["wall_ratio"] > 0
     fixed = (tmp_path / "work" / "class_rows" / "fixed" / "run.py").read_text()
     assert "cg.stacked_jacobian(" in fixed and "tf.gradients" not in fixed
     assert "tf.gradients" in (tmp_path / "work" / "class_rows" / "original" / "run.py").read_text()
