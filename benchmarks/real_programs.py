@@ -58,8 +58,8 @@ class Row:
     fixed: int = 0
     remaining: list = dataclasses.field(default_factory=list)
     outputs: str = ""
-    max_abs: float = 0.0
-    max_rel: float = 0.0
+    max_abs: float | None = None
+    max_rel: float | None = None
     spread: float | None = None
     before: list = dataclasses.field(default_factory=list)
     after: list = dataclasses.field(default_factory=list)
