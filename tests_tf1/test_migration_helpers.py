@@ -318,3 +318,24 @@ def test_gradient_map_fn_equals_map_fn_and_the_analytic_score(assert_nested_clos
     assert_nested_close(got, want, **TOL)
     np.testing.assert_allclose(got, -values + np.cos(values), rtol=1e-5, atol=1e-6)
 
+
+
+@pytest.mark.parametrize("variable", [False, True], ids=["tensor", "variable"])
+def test_rows_of_a_gathered_source_stay_indexed_slices(variable):
+    """Rows with respect to an embedding read through tf.gather are IndexedSlices in the
+    loop, and a program may use them as such (`g.indices`): the helpers keep the loop."""
+    table = RNG.rand(6, 3).astype(np.float32)
+    with tf.Graph().as_default():
+        emb = tf.compat.v1.Variable(table) if variable else tf.constant(table)
+        logits = tf.matmul(tf.gather(emb, [1, 4]), tf.constant(RNG.rand(3, 4), tf.float32))
+        listed = gradient_row_list(logits, emb, range(4), axis=1)
+        loop = [tf.compat.v1.gradients(logits[:, c], emb)[0] for c in range(4)]
+        assert all(isinstance(row, tf.IndexedSlices) for row in listed)
+        stacked = gradient_rows(logits, emb, range(4), axis=1)
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            got, want, got_stacked = session.run([listed, loop, stacked])
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g.indices, w.indices)
+        np.testing.assert_array_equal(g.values, w.values)
+    assert got_stacked.shape == (4, 6, 3)

@@ -180,7 +180,7 @@ def _vectorizable(tf, ys, xs, indices, axis, index):
         return None
     source = flat[index]
     same = [x for x in flat if x is source]
-    if len(same) != 1 or not _float_source(tf, source):
+    if len(same) != 1 or not _float_source(tf, source) or _gathered(source):
         return None
     positions = _positions(indices, tf.compat.dimension_value(ys.shape[axis]))
     return None if positions is None else (source, positions)
@@ -189,6 +189,30 @@ def _vectorizable(tf, ys, xs, indices, axis, index):
 def _float_source(tf, source) -> bool:
     kind = tf.is_tensor(source) or isinstance(source, tf.Variable)
     return kind and source.dtype.is_floating
+
+
+# Ops whose gradient with respect to their first input is an IndexedSlices (the rows they
+# read): a loop row through one of them alone is an IndexedSlices, which a program may use
+# as one (`g.indices`, `g.values`), and a Jacobian row would be dense.
+_GATHERS = frozenset({"Gather", "GatherV2", "ResourceGather"})
+# What a source reaches its gathers through: reads of a variable, a loop's Enter.
+_PASS_THROUGH = frozenset({"Identity", "ReadVariableOp", "Enter", "RefEnter"})
+
+
+def _gathered(source) -> bool:
+    """Whether `source` (or a read of it) is gathered from: its loop rows may then be
+    IndexedSlices, so the loop runs."""
+    try:
+        todo = list(source.op.outputs)
+    except (AttributeError, ValueError):  # an eager tensor: the helpers run the loop there
+        return False
+    while todo:
+        for op in todo.pop().consumers():
+            if op.type in _GATHERS:
+                return True
+            if op.type in _PASS_THROUGH:
+                todo.extend(op.outputs)
+    return False
 
 
 def _positions(indices, length):
