@@ -28,7 +28,7 @@ hessian = tf.stack(rows)
 inline = tf.stack([tf.gradients(g, x)[0]  # expect: CG102
                    for g in tf.unstack(tf.gradients(loss, x)[0])])
 numbered = []
-for k, element in enumerate(tf.unstack(gradient)):
+for k, element in enumerate(tf.unstack(gradient)):  # noqa: B007 (as real programs write it)
     numbered.append(tf.gradients(element, x)[0])  # expect: CG101
 by_enumerate = tf.stack(numbered)
 gathered = tf.stack([tf.gradients(tf.gather(gradient, i), x)[0]  # expect: CG102
