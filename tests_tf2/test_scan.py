@@ -359,7 +359,8 @@ def test_loop_forms_say_why_they_are_not_rewritten_and_stay_as_they_are(name):
 
 
 @pytest.mark.parametrize("name, unfixed", [("while_loop_jacobian.py", [58]),
-                                           ("map_helper_jacobian.py", [])])
+                                           ("map_helper_jacobian.py", []),
+                                           ("while_loop_programs.py", [])])
 def test_while_loop_forms_call_the_runtime_checked_loop(name, unfixed):
     """The TensorArray loops (inline, or in a map helper of the module) get
     cg.migrate.row_while_loop in place of tf.while_loop, same arguments; the concatenating
@@ -620,3 +621,106 @@ def test_comments_of_deleted_statements_skip_unrelated_lines_to_their_rewrite():
     assert migrate.fix_text(text).endswith(
         "    scale = 2.0\n    # a dummy cotangent\n"
         "    return scale * cg.per_element_gradients(U, tf.nest.flatten(x)[0])\n")
+
+
+def test_an_internal_error_on_one_file_is_reported_and_the_others_are_scanned(
+        tmp_path, capsys, monkeypatch):
+    """A bug of the scanner on one file is a per-file error with its own exit status (3),
+    never a traceback that stops the run."""
+    from compat_grads.migrate import finder
+
+    real_find = finder.find
+
+    def find(tree, source, names):
+        if "boom" in source:
+            raise AttributeError("'Name' object has no attribute 'value'")
+        return real_find(tree, source, names)
+
+    monkeypatch.setattr(finder, "find", find)
+    bad = _bad(tmp_path, "a_bad.py", b"import tensorflow as tf\nboom = 1\n")
+    good = _fixable(tmp_path)
+    status = cli.main(["scan", str(bad), str(good)])
+    captured = capsys.readouterr()
+    assert status == 3 and f"{good}:" in captured.out
+    assert (f"compat-grads scan: {bad}: internal error in compat-grads scan (AttributeError: "
+            "'Name' object has no attribute 'value'); please report") in captured.err
+    assert cli.main(["scan", "--fix", str(bad), str(good)]) == 3
+    assert "cg.hessian(" in good.read_text("utf-8")
+
+
+def test_an_unstack_loop_doing_more_than_collecting_rows_says_why():
+    text = ("import tensorflow.compat.v1 as tf\n"
+            "w = tf.Variable(tf.ones([3]))\n"
+            "rows = []\n"
+            "for ek in tf.unstack(w * 2.0):\n"
+            "    rows.append(tf.gradients(ek, w)[0])\n"
+            "    print(ek)\n"
+            "J = tf.stack(rows)\n")
+    (found,) = migrate.scan_text(text)
+    assert found.code == "CG101" and not found.edits
+    assert "(not rewritten: the loop does more than collect the rows" in found.message
+
+
+@pytest.mark.parametrize("between, why", [
+    ("g = tf.ones([3])\n",
+     "elements or a name of the tf.unstack(...) is bound again before the loop"),
+    ("elements = tf.unstack(x)\n", "elements is bound more than once in this scope"),
+], ids=["operand-rebound", "name-rebound"])
+def test_rows_over_an_unstacked_name_rebound_are_reported_only(between, why):
+    text = ("import tensorflow.compat.v1 as tf\n"
+            "x = tf.ones([3])\n"
+            "g = tf.gradients(tf.reduce_sum(tf.sin(x)), x)[0]\n"
+            f"elements = tf.unstack(g)\n{between}"
+            "rows = [tf.gradients(e, x)[0] for e in elements]\n"
+            "H = tf.stack(rows)\n")
+    (found,) = migrate.scan_text(text)
+    assert found.code == "CG101" and not found.edits and why in found.message
+    assert migrate.fix_text(text) == text
+
+
+def test_a_reshaped_row_is_the_reason_given():
+    text = ("import tensorflow.compat.v1 as tf\n"
+            "x = tf.ones([3])\ny = tf.sin(x)\n"
+            "gs = [tf.reshape(tf.gradients(y[k], x)[0], [-1]) for k in range(3)]\n"
+            "J = tf.stack(gs, axis=0)\n")
+    (found,) = migrate.scan_text(text)
+    assert not found.edits and "(not rewritten: each row goes through tf.reshape" in found.message
+    assert "stacked along axis 0" not in found.message
+
+
+def test_comments_of_a_loop_kept_as_a_list_go_above_its_replacement():
+    text = ("import tensorflow.compat.v1 as tf\n"
+            "def f(predictions, x, nb_classes):\n"
+            "    list_derivatives = []\n"
+            "    # one gradient per class\n"
+            "    for class_ind in range(nb_classes):\n"
+            "        (derivatives,) = tf.gradients(predictions[:, class_ind], x)  # the row\n"
+            "        list_derivatives.append(derivatives)\n"
+            "    return list_derivatives\n")
+    fixed = migrate.fix_text(text)
+    assert fixed.endswith("    # one gradient per class\n    # the row\n"
+                          "    list_derivatives = cg.migrate.gradient_row_list(\n"
+                          "        predictions, x, range(nb_classes), axis=1, index=None)\n"
+                          "    return list_derivatives\n")
+
+
+def test_long_rewrites_are_wrapped_within_100_columns():
+    """A hanging indent when the arguments fit on one line, else one argument per line; the
+    wrapped code parses and a second fix changes nothing (the exec tests run it)."""
+    text = ("import tensorflow.compat.v1 as tf\n"
+            "class Model:\n"
+            "    def grads(self, label=None):\n"
+            "        if label is None:\n"
+            "            self._class_grads = [\n"
+            "                tf.gradients(self._probabilities[:, i], self._input_placeholder)[0]\n"
+            "                if self._class_grads[i] is None else self._class_grads[i]\n"
+            "                for i in range(self._number_of_classes)]\n"
+            "        h = tf.hessians(self._loss, self._input_placeholder)  # a long trailing "
+            "comment stays\n")
+    fixed = migrate.fix_text(text)
+    assert max(len(line.partition("  #")[0]) for line in fixed.splitlines()) <= 100
+    assert ("            self._class_grads = cg.migrate.gradient_row_list(\n"
+            "                self._probabilities,\n") in fixed
+    assert fixed.endswith("for x_ in tf.nest.flatten(self._input_placeholder)]  # a long "
+                          "trailing comment stays\n")
+    assert ast.parse(fixed) and migrate.fix_text(fixed) == fixed

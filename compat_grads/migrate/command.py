@@ -1,5 +1,6 @@
 """`compat-grads scan`: arguments, the per-file loop, reports (text like ruff, or JSON) and
-exit status (0 clean, 1 findings, 2 usage errors or files that could not be scanned)."""
+exit status (0 clean, 1 findings, 2 usage errors or files that could not be scanned, 3 an
+internal error on some file)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from compat_grads.migrate import codes, finder, sources
 from compat_grads.migrate.names import Names
 
 _FIX_ROUNDS = 3  # a fix nested inside another lands in the next round
+INTERNAL_ERROR = 3  # a bug of the scanner on some file (the other files are still scanned)
 
 
 @dataclasses.dataclass
@@ -25,6 +27,7 @@ class Report:
     findings: list[tuple[str, int | None, finder.Finding]] = dataclasses.field(
         default_factory=list)
     errors: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    internal: int = 0  # how many of the errors are the scanner's own bugs
     fixed: int = 0
     diffs: list[str] = dataclasses.field(default_factory=list)
 
@@ -56,8 +59,15 @@ def run(args: argparse.Namespace) -> int:
         if not os.path.lexists(path):
             report.errors.append((path, "no such file or directory (fix: check the path)"))
     for path in sources.walk([p for p in args.paths if os.path.lexists(p)]):
-        _scan_file(path, args, selected, report)
+        try:
+            _scan_file(path, args, selected, report)
+        except Exception as err:  # one file's bug must not stop the scan of the others
+            report.internal += 1
+            report.errors.append((path, f"internal error in compat-grads scan "
+                                        f"({type(err).__name__}: {err}); please report"))
     _print(report, args)
+    if report.internal:
+        return INTERNAL_ERROR
     return 2 if report.errors else 1 if report.findings else 0
 
 

@@ -9,7 +9,7 @@ import functools
 import re
 
 from compat_grads.migrate import patterns as pt
-from compat_grads.migrate import scopes
+from compat_grads.migrate import rowloops, scopes
 from compat_grads.migrate.names import Names
 
 _PRIVATE = ("tensorflow.python.ops.parallel_for", "tensorflow.python.ops.gradients_impl")
@@ -223,16 +223,20 @@ class _Finder:
 
     def _why_not(self, call: ast.Call, loop: ast.For | ast.comprehension) -> str:
         """` (not rewritten: ...)`: why a row loop was left as it is, in a few words."""
-        parts = pt.grad_parts(call)
-        var = loop.target.id if isinstance(loop.target, ast.Name) else None
+        parts, shape = pt.grad_parts(call), self._loop_of(loop)
+        array = rowloops.array_of(parts[0], shape.var, self.names) if parts and shape else None
+        wrapper = rowloops.wrapper(call, self.parents, self.names)
         if parts is None or not parts[2]:
             reason = "tf.gradients has arguments that change its values (grad_ys, ...)"
-        elif var is None or _row_axis(parts[0], var) is None and pt.unstack_rows(
-                parts[0], var, loop.iter, self.names) is None:
-            reason = "the row is not y[i] or y[:, i]"
-        elif parts[0].value is not None and not all(
-                pt.is_pure(n, self.names) for n in (parts[0].value, parts[1])):
+        elif shape is None or not self._visits(parts[0], loop):
+            reason = "the row is not y[i], y[:, i], tf.gather(y, i) or an element of tf.unstack(y)"
+        elif shape.why:
+            reason = shape.why
+        elif not all(pt.is_pure(n, self.names) for n in (array, parts[1]) if n is not None):
             reason = "y or x is computed anew for every row"
+        elif wrapper is not None:
+            reason = (f"each row goes through {wrapper} before it is collected; only the "
+                      "gradient itself, or tf.expand_dims(row, 0), is rewritten")
         elif isinstance(loop, ast.comprehension):
             reason = ("the rows are not stacked along axis 0 right away (a tf.stack of the "
                       "list, or a list assigned and stacked on the next line)")
@@ -264,17 +268,40 @@ class _Finder:
             node = self.parents.get(id(node))
             loops = [node] if isinstance(node, ast.For) else getattr(node, "generators", [])
             for loop in loops:
-                if isinstance(loop.target, ast.Name) and self._visits(parts[0], loop):
+                if self._loop_of(loop) is not None and self._visits(parts[0], loop):
                     return loop
         return None
 
     def _visits(self, target: ast.expr, loop: ast.For | ast.comprehension) -> bool:
-        var = loop.target.id
+        shape = self._loop_of(loop)
+        var, iterable = shape.var, shape.iterable
         if isinstance(target, ast.Name):
-            return target.id == var and (pt.unstack_rows(target, var, loop.iter, self.names)
-                                         is not None or self.names.is_tensor(loop.iter))
+            return target.id == var and (rowloops.is_unstack(iterable, self.names)
+                                         or self.names.is_tensor(iterable))
+        if pt.gathered(target, var, self.names) is not None:
+            return True
         return isinstance(target, ast.Subscript) and any(
             isinstance(n, ast.Name) and n.id == var for n in ast.walk(target.slice))
+
+    def _loop_of(self, loop: ast.For | ast.comprehension) -> rowloops.Loop | None:
+        """The loop as the rewrite reads it (see `rowloops.loop_of`), looked at once."""
+        if id(loop) not in self._loops_seen:
+            comp = self.parents.get(id(loop)) if isinstance(loop, ast.comprehension) else None
+            first = comp is None or comp.generators[0] is loop  # evaluated outside
+            stmt = self._statement_of(loop)
+            self._loops_seen[id(loop)] = rowloops.loop_of(
+                loop.target, loop.iter, comp or self._scope(loop),
+                self._scope(loop) if first else None, self._block_of(stmt), stmt, self.names)
+        return self._loops_seen[id(loop)]
+
+    @functools.cached_property
+    def _loops_seen(self) -> dict[int, rowloops.Loop | None]:
+        return {}
+
+    def _statement_of(self, node: ast.AST) -> ast.stmt | None:
+        while node is not None and not isinstance(node, ast.stmt):
+            node = self.parents.get(id(node))
+        return node
 
     @functools.cached_property
     def _grad_ys_keys(self) -> set[tuple[int, str]]:
@@ -297,7 +324,8 @@ class _Finder:
     # -- CG101 fix: `L = []; for ...: L.append(g)`, or a cache filled in a loop ------------
 
     def _loop_edits(self, call: ast.Call, loop: ast.For) -> tuple[Edit, ...]:
-        if self.writer is None or loop.orelse or self._leaks(loop):
+        shape = self._loop_of(loop)
+        if self.writer is None or loop.orelse or shape.why or self._leaks(loop):
             return ()
         return self._fill_edits(loop) or self._list_edits(loop)
 
@@ -313,7 +341,7 @@ class _Finder:
         element = self._appended(loop, listed) if listed else None
         if element is None:
             return ()
-        var, iterable = loop.target.id, loop.iter
+        var, iterable = self._loop_of(loop).var, self._loop_of(loop).iterable
         stacked = self._stacked_name(block[at + 1]) if at + 1 < len(block) else None
         if stacked is not None and pt.call_args(stacked, ("values",))[0].id == listed and (
                 self._only_uses(listed, 3, loop)):
@@ -328,7 +356,8 @@ class _Finder:
 
     def _fill_edits(self, loop: ast.For) -> tuple[Edit, ...]:
         """`for i in it: if C[i] is None: C[i] = g_i` (a cache of rows filled on demand)."""
-        body, var = loop.body, loop.target.id
+        body, shape = loop.body, self._loop_of(loop)
+        var = shape.var
         check = body[0] if len(body) == 1 and isinstance(body[0], ast.If) else None
         if check is None or check.orelse or len(check.body) != 1:
             return ()
@@ -337,7 +366,7 @@ class _Finder:
             return ()
         if ast.dump(_entry_of(assign.targets[0], var) or ast.Pass()) != ast.dump(cache):
             return ()
-        text = self._helper_text(assign.value, var, loop.iter, "fill_gradient_rows",
+        text = self._helper_text(assign.value, var, shape.iterable, "fill_gradient_rows",
                                  cache=cache)
         return (self._replace(loop, text),) if text else ()
 
@@ -346,7 +375,7 @@ class _Finder:
     def _comprehension_edits(self, gen: ast.comprehension) -> tuple[Edit, ...]:
         comp = self.parents.get(id(gen))
         if not (isinstance(comp, ast.ListComp) and len(comp.generators) == 1 and not gen.ifs
-                and not gen.is_async and isinstance(gen.target, ast.Name)):
+                and not gen.is_async and not self._loop_of(gen).why):
             return ()
         return self._stacked_comprehension(comp) or self._listed_comprehension(comp)
 
@@ -363,21 +392,22 @@ class _Finder:
         stacked = self._stacked_name(block[at + 1])
         if stacked is None or pt.call_args(stacked, ("values",))[0].id != listed:
             return ()
-        text = self._rows_text(comp.elt, gen.target.id, gen.iter)
+        shape = self._loop_of(gen)
+        text = self._rows_text(comp.elt, shape.var, shape.iterable)
         return (Edit(*self._span(assign), None), self._replace(stacked, text)) if text else ()
 
     def _listed_comprehension(self, comp: ast.ListComp) -> tuple[Edit, ...]:
         """`[g_i for i in it]` kept as a list, or `[g_i if C[i] is None else C[i] for ...]`
         (a cache of rows): `gradient_row_list`."""
         gen, element, cache = comp.generators[0], comp.elt, None
-        var = gen.target.id
+        var = self._loop_of(gen).var
         if isinstance(element, ast.IfExp):
             cache = _none_entry(element.test, var)
             kept = _entry_of(element.orelse, var)
             if cache is None or kept is None or ast.dump(kept) != ast.dump(cache):
                 return ()
             element = element.body
-        text = self._helper_text(element, var, gen.iter, "gradient_row_list",
+        text = self._helper_text(element, var, self._loop_of(gen).iterable, "gradient_row_list",
                                  cached=cache)
         return (self._replace(comp, text),) if text else ()
 
@@ -391,7 +421,7 @@ class _Finder:
 
     def _appended(self, loop: ast.For, listed: str) -> ast.expr | None:
         """The appended gradient expression, through at most one temporary variable."""
-        body, var = loop.body, loop.target.id
+        body, var = loop.body, self._loop_of(loop).var
         append = _append_arg(body[-1], listed)
         if append is None or len(body) > 2:
             return None
@@ -435,7 +465,7 @@ class _Finder:
 
     def _leaks(self, loop: ast.For) -> bool:
         """Whether the loop variable is read after the loop (where it holds the last index)."""
-        var, inside = loop.target.id, {id(n) for n in ast.walk(loop)}
+        var, inside = self._loop_of(loop).var, {id(n) for n in ast.walk(loop)}
         uses = scopes.references(self._scope(loop), {var})
         reads = [n for n in ast.walk(self._scope(loop)) if id(n) in uses
                  and isinstance(n.ctx, ast.Load) and id(n) not in inside]
@@ -446,7 +476,7 @@ class _Finder:
         while not isinstance(node, _SCOPES):
             node = self.parents.get(id(node))
             loops = [node] if isinstance(node, ast.For) else getattr(node, "generators", [])
-            if any(isinstance(g.target, ast.Name) and g.target.id == var for g in loops):
+            if any(var in _names_in(g.target) for g in loops):  # `k, v in enumerate(...)` too
                 return node
         return None
 
@@ -534,9 +564,10 @@ class _Finder:
         if self.writer is None or extra or not _axis_zero(axis) or len(comp.generators) != 1:
             return ()
         gen = comp.generators[0]
-        if gen.ifs or gen.is_async or not isinstance(gen.target, ast.Name):
+        shape = self._loop_of(gen)
+        if gen.ifs or gen.is_async or shape is None or shape.why:
             return ()
-        text = self._rows_text(comp.elt, gen.target.id, gen.iter)
+        text = self._rows_text(comp.elt, shape.var, shape.iterable)
         return (self._replace(node, text),) if text else ()
 
     # -- CG103: tf.map_fn(fn calling tf.gradients, elems) -----------------------------------
@@ -693,7 +724,7 @@ class _Finder:
         how = (", or cg.migrate.row_while_loop in place of tf.while_loop (same arguments; it "
                "computes every row at once when it can check at run time that they are what "
                "the loop writes)" if edits else " (not rewritten: the loop is not `i < n` "
-               "with a body that returns (i + 1, acc.write(i, row)))")
+               "(or tf.less(i, n)) with a body that returns (i + 1, acc.write(i, row)))")
         return [self._finding(node, "CG109", f"hand-built Jacobian: {kind} of one row per "
                               "tf.while_loop iteration, one after another; use "
                               f"cg.stacked_jacobian(y, x){how}", edits)]
@@ -714,16 +745,16 @@ class _Finder:
         return (self._replace(node.func, f"{self.writer.cg}.migrate.row_while_loop"),)
 
     def _bound(self, cond: ast.Lambda | ast.FunctionDef, at: ast.AST) -> ast.expr | None:
-        """`n` of a condition `i < n` (`i` its first parameter, `n` pure and free of its
-        parameters, in the scope of the loop)."""
-        test = _single_expression(cond)
+        """`n` of a condition `i < n` or `tf.less(i, n)` (`i` its first parameter, `n` pure
+        and free of its parameters, in the scope of the loop): row_while_loop checks at run
+        time that the condition is a `Less` op of the index, which both build."""
+        operands = _less_operands(_single_expression(cond), self.names)
         params = {a.arg for a in cond.args.args}
-        if not (isinstance(test, ast.Compare) and len(test.ops) == 1
-                and isinstance(test.ops[0], ast.Lt) and cond.args.args
-                and isinstance(test.left, ast.Name) and test.left.id == cond.args.args[0].arg
-                and self._same_scope(at, cond)):
+        if operands is None or not cond.args.args or not self._same_scope(at, cond):
             return None
-        bound = test.comparators[0]
+        index, bound = operands
+        if not (isinstance(index, ast.Name) and index.id == cond.args.args[0].arg):
+            return None
         pure = pt.is_pure(bound, self.names) or pt.is_pure_count(bound, self.names)
         return bound if pure and not _names_in(bound) & params else None
 
@@ -747,7 +778,8 @@ class _Finder:
                "cg.migrate.row_while_loop, which computes every row at once when the "
                "mapped function allows it" if edits else
                f" (not rewritten: {name} is your own function, and its tf.while_loop is "
-               "not `i < n` with a body that returns (i + 1, acc.write(i, row)))")
+               "not `i < n` (or tf.less(i, n)) with a body that returns "
+               "(i + 1, acc.write(i, row)))")
         return [self._finding(node, "CG109", f"hand-built Jacobian: {name} maps a "
                               "tf.gradients row over the elements in a tf.while_loop, one "
                               f"after another; use cg.stacked_jacobian(y, x){fix}", edits)]
@@ -924,6 +956,15 @@ def _names_tape(item: ast.withitem, tape: str) -> bool:
     """`with ... as tape` or `with tape:`."""
     bound = isinstance(item.optional_vars, ast.Name) and item.optional_vars.id == tape
     return bound or (isinstance(item.context_expr, ast.Name) and item.context_expr.id == tape)
+
+
+def _less_operands(test: ast.expr | None, names: Names) -> tuple[ast.expr, ast.expr] | None:
+    """(a, b) of `a < b`, `tf.less(a, b)` or `tf.math.less(a, b)`."""
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Lt):
+        return test.left, test.comparators[0]
+    ok = (isinstance(test, ast.Call) and names.qualname(test) in ("tf.less", "tf.math.less")
+          and len(test.args) == 2 and not test.keywords)
+    return (test.args[0], test.args[1]) if ok else None
 
 
 def _writes_rows(fn: ast.Lambda | ast.FunctionDef) -> bool:

@@ -12,6 +12,8 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from compat_grads.migrate.finder import Finding
 from compat_grads.migrate.names import canonical
 
+LINE_LENGTH = 100  # rewritten statements longer than this get their call's arguments wrapped
+
 
 class FixError(Exception):
     """An edit did not land where the finder placed it; the file is left alone."""
@@ -28,7 +30,7 @@ def fix(source: str, findings: list[Finding]) -> str:
     except cst.ParserSyntaxError as err:
         raise FixError(f"LibCST cannot parse it: {err.message}") from err
     imports = list(dict.fromkeys(i for f in findings if f.edits for i in f.imports))
-    rewrite = _Rewrite(findings, imports)
+    rewrite = _Rewrite(findings, imports, module.module)
     fixed = module.visit(rewrite)
     if rewrite.pending:
         (line, column), _ = min(rewrite.pending)
@@ -46,8 +48,9 @@ class _Rewrite(cst.CSTTransformer):
 
     METADATA_DEPENDENCIES = (PositionProvider,)
 
-    def __init__(self, findings: list[Finding], imports: list[str]):
+    def __init__(self, findings: list[Finding], imports: list[str], module: cst.Module):
         super().__init__()
+        self.module = module  # its indentation and newlines render the code measured
         edits = [e for f in findings for e in f.edits]
         self.imports = imports
         self.starts = [e.start for e in edits]
@@ -56,6 +59,7 @@ class _Rewrite(cst.CSTTransformer):
         self.pending = set(self.replace) | {(s, s) for s in self.delete}
         self.rewritten_at = _rewritten_at(findings)
         self.statements: list[tuple[cst.BaseStatement, list]] = []  # visited, with comments
+        self.written: list[list[cst.BaseExpression]] = []  # per statement, the replacements
 
     def _range(self, node: cst.CSTNode) -> tuple[tuple[int, int], tuple[int, int]]:
         where = self.get_metadata(PositionProvider, node)
@@ -64,11 +68,13 @@ class _Rewrite(cst.CSTTransformer):
     def on_visit(self, node):
         if isinstance(node, cst.BaseStatement):
             self.statements.append((node, []))
+            self.written.append([])
         return super().on_visit(node)
 
     def on_leave(self, original_node, updated_node):
         updated_node = super().on_leave(original_node, updated_node)
         if isinstance(original_node, cst.BaseStatement):
+            updated_node = self._wrapped(original_node, updated_node, self.written.pop())
             return _below_comments(updated_node, self.statements.pop()[1])
         key = self._range(original_node) if isinstance(original_node, cst.BaseExpression) else None
         if key not in self.replace:
@@ -76,7 +82,8 @@ class _Rewrite(cst.CSTTransformer):
         self.pending.discard(key)
         # The comments inside a multi-line expression it replaces go above its statement.
         self.statements[-1][1].extend(_comments(original_node, ()))
-        return cst.parse_expression(self.replace[key])
+        self.written[-1].append(cst.parse_expression(self.replace[key]))
+        return self.written[-1][-1]
 
     def leave_IndentedBlock(self, original_node, updated_node):
         return updated_node.with_changes(body=self._kept(original_node.body, updated_node.body))
@@ -150,14 +157,80 @@ class _Rewrite(cst.CSTTransformer):
         else:
             after.extend(line for line in lines if line.comment is not None)
 
+    def _wrapped(self, original, node, written: list[cst.BaseExpression]):
+        """`node` with the calls it got from edits wrapped while it is too long."""
+        column = self.get_metadata(PositionProvider, original).start.column
+        for expression in written:
+            node = _shortened(self.module, node, _outer_call(expression), column)
+        return node
+
     def _statement(self, original, node):
         """A compound statement (a loop) replaced whole by the statement an edit gives."""
         key = self._range(original)
         if not isinstance(original, cst.BaseCompoundStatement) or key not in self.replace:
             return node
         self.pending.discard(key)
-        return cst.parse_statement(self.replace[key] + "\n").with_changes(
+        statement = cst.parse_statement(self.replace[key] + "\n")
+        column = self.get_metadata(PositionProvider, original).start.column
+        statement = _shortened(self.module, statement, _outer_call(statement), column)
+        return statement.with_changes(
             leading_lines=[*node.leading_lines, *_comments(node, node.leading_lines)])
+
+
+def _outer_call(node: cst.CSTNode) -> cst.Call | None:
+    """The outermost call of a rewrite (`cg.f(...)`, the one in `[cg.hessian(...)]`)."""
+    todo = [node]
+    while todo:
+        node = todo.pop(0)
+        if isinstance(node, cst.Call) and node.args:
+            return node
+        todo += node.children
+    return None
+
+
+def _shortened(module: cst.Module, node: cst.CSTNode, call: cst.Call | None, column: int):
+    """`node` (at `column`) with `call` in it wrapped as a formatter would while a line runs
+    past LINE_LENGTH: its arguments on a hanging indent, else one per line."""
+    for per_line in (False, True):
+        if call is None or _fits(module, node, column):
+            break
+        wrapped = _wrap(call, per_line, module, column, 1)
+        node, call = node.deep_replace(call, wrapped), wrapped
+    return node
+
+
+def _fits(module: cst.Module, node: cst.CSTNode, column: int) -> bool:
+    """Whether every line of `node`, starting at `column`, is at most LINE_LENGTH long (its
+    trailing comment aside, which no wrapping shortens)."""
+    if isinstance(node, cst.SimpleStatementLine):
+        node = node.with_changes(trailing_whitespace=cst.TrailingWhitespace())
+    lines = module.code_for_node(node).splitlines()
+    return all(column + len(line) <= LINE_LENGTH for line in lines)
+
+
+def _wrap(call: cst.Call, per_line: bool, module: cst.Module, column: int,
+          depth: int) -> cst.Call:
+    """`call` with its arguments on a continuation line `depth` indents in (relative to the
+    statement: inside the parentheses any indentation parses), or one per line, an argument
+    call too long for its line wrapped one level deeper in turn."""
+    pad = module.default_indent * depth
+    args = list(call.args)
+    if per_line:
+        for k, arg in enumerate(args):
+            value = arg.value
+            if isinstance(value, cst.Call) and value.args and not _fits(
+                    module, arg, column + len(pad) + 1):
+                value = _wrap(value, True, module, column, depth + 1)
+            comma = (cst.Comma(whitespace_after=_break(pad)) if k < len(args) - 1
+                     else cst.MaybeSentinel.DEFAULT)
+            args[k] = arg.with_changes(value=value, comma=comma)
+    return call.with_changes(whitespace_before_args=_break(pad), args=args)
+
+
+def _break(pad: str) -> cst.ParenthesizedWhitespace:
+    """A line break inside parentheses, the next line `pad` past the statement's indent."""
+    return cst.ParenthesizedWhitespace(first_line=cst.TrailingWhitespace(), indent=True,
+                                       last_line=cst.SimpleWhitespace(pad))
 
 
 def _rewritten_at(findings: list[Finding]) -> dict[tuple[int, int], tuple[int, int]]:

@@ -83,11 +83,14 @@ def _full_slice(node: ast.expr) -> bool:
 def index_rows(target: ast.expr, var: str, count: ast.expr | None, names: Names) -> Rows | None:
     """`y[i]` / `y[i, :]` (rows) or `y[:, i]` (columns) with `i` running over `range(count)`,
     for a `y` that is provably one tensor (a list's `.shape` or mixed-shape rows would break
-    the rewrite) and a `count` that may be evaluated twice."""
+    the rewrite) and a `count` that may be evaluated twice. `tf.gather(y, i)` is `y[i]`."""
+    if count is not None and not is_pure_count(count, names):
+        return None
+    array = gathered(target, var, names)
+    if array is not None:  # a list too: the rewrite's reduce_sum stacks it as tf.gather does
+        return Rows(array, 0, count) if is_pure(array, names) else None
     if not (isinstance(target, ast.Subscript) and is_pure(target.value, names)
             and names.is_tensor(target.value)):
-        return None
-    if count is not None and not is_pure_count(count, names):
         return None
     index = target.slice
     elts = index.elts if isinstance(index, ast.Tuple) else [index]
@@ -104,10 +107,27 @@ def unstack_rows(target: ast.expr, var: str, iterable: ast.expr, names: Names) -
             and names.qualname(iterable) == "tf.unstack"):
         return None
     args = call_args(iterable, ("value", "num", "axis"))
-    if args is None or args[0] is None or not is_pure(args[0], names):
+    if args is None or args[0] is None or not (
+            is_pure(args[0], names) or _is_pure_gradient(args[0], names)):
         return None
     axis = args[2].value if isinstance(args[2], ast.Constant) else (0 if args[2] is None else -1)
     return Rows(args[0], axis, None) if axis in (0, 1) else None
+
+
+def gathered(target: ast.expr, var: str, names: Names) -> ast.expr | None:
+    """`y` of `tf.gather(y, var)` (axis 0, nothing else)."""
+    ok = (isinstance(target, ast.Call) and names.qualname(target) == "tf.gather"
+          and len(target.args) == 2 and not target.keywords
+          and isinstance(target.args[1], ast.Name) and target.args[1].id == var)
+    return target.args[0] if ok else None
+
+
+def _is_pure_gradient(node: ast.expr, names: Names) -> bool:
+    """`tf.gradients(ys, xs)[k]` of pure operands: building it again gives the same tensor
+    (the rewrite of `tf.unstack(tf.gradients(y, x)[0])` mentions it twice)."""
+    grad = indexed_grad(node, names)
+    return grad is not None and grad.clean and is_pure(grad.ys, names) and is_pure(
+        grad.xs, names)
 
 
 def range_count(iterable: ast.expr, names: Names, tf_range: bool = False) -> ast.expr | None:

@@ -70,6 +70,23 @@ def flat_jacobian(fx, x):
                   tf.reshape(fx, [-1]), dtype=x.dtype)
 
 
+def jacobian_less(y, x):
+    """The condition spelled tf.less (the same Less op as `i < n`), a named one tf.math.less."""
+    n = tf.shape(y)[0]
+
+    def more(i, _):
+        return tf.math.less(i, n)
+
+    _, by_less = tf.while_loop(  # expect: CG109
+        lambda i, _: tf.less(i, n),
+        lambda i, acc: (i + 1, acc.write(i, tf.gradients(y[i], x)[0])),
+        [0, tf.TensorArray(tf.float32, size=n)])
+    _, by_math_less = tf.while_loop(  # expect: CG109
+        more, lambda i, acc: (i + 1, acc.write(i, tf.gradients(y[i], w)[0])),
+        [0, tf.TensorArray(tf.float32, size=n)])
+    return by_less.stack(), by_math_less.stack()
+
+
 y = tf.tanh(tf.matmul(x, w) + b)
 errors = tf.reduce_sum(y, axis=1)
 loss = tf.reduce_sum(errors ** 2)
@@ -78,4 +95,5 @@ squares = tf_map(lambda v: v * v, tf.reshape(x, [-1]))  # a map without gradient
 with tf.compat.v1.Session() as sess:
     sess.run(tf.compat.v1.global_variables_initializer())
     result = sess.run([jacobian(y, x, 3), compute_jacobian(errors, [w, b]),
-                       find_hessian(loss, [w, b]), flat_jacobian(y, w), squares])
+                       find_hessian(loss, [w, b]), flat_jacobian(y, w), squares,
+                       jacobian_less(errors, x)])
