@@ -22,8 +22,10 @@ def gradient_rows(ys, xs, indices, axis=0, index=0):
     the sum of that slice (what `tf.gradients` computes). Computed as one Jacobian of the
     slice sums (`compat_grads.stacked_jacobian`) when `ys` is one float tensor of known rank
     in a graph or `tf.function`, `indices` are integers within its static length (or the
-    length is unknown and none is negative) and the source is a float tensor or variable
-    that appears once in `xs`; otherwise by the loop itself, errors included.
+    length is unknown and none is negative), the source is a float tensor or variable
+    that appears once in `xs`, and the static rule of `compat_grads._cost` does not run
+    these rows one by one (convolutions, pooling, or large rows: there the loop is
+    faster); otherwise by the loop itself, errors included.
 
     Args:
       ys: what the loop indexed (a tensor; anything else runs the loop).
@@ -50,7 +52,9 @@ def gradient_row_list(ys, xs, indices, axis=0, index=0, cached=None):
     the Python list the loop built (None for a row that does not depend on `xs`).
 
     With `cached`, a row already there is kept, as the caching comprehension
-    `[<row i> if cached[i] is None else cached[i] for i in indices]` keeps it.
+    `[<row i> if cached[i] is None else cached[i] for i in indices]` keeps it, and each
+    missing row is computed on its own, by the loop: a cache is read a row at a time, and a
+    row sliced from one Jacobian would compute every row each time it is fetched.
     `index=None` takes each result as `(g,) = tf.gradients(...)` unpacks it (a
     `ValueError` when `xs` gives more than one gradient).
 
@@ -65,8 +69,11 @@ def gradient_row_list(ys, xs, indices, axis=0, index=0, cached=None):
     from compat_grads._tf import tf
 
     indices = list(indices)
-    missing = indices if cached is None else [i for i in indices if cached[i] is None]
-    computed = iter(_row_list(tf, ys, xs, missing, axis, index))
+    if cached is None:
+        computed = iter(_row_list(tf, ys, xs, indices, axis, index))
+    else:
+        computed = iter(_loop(tf, ys, xs, [i for i in indices if cached[i] is None], axis,
+                              index))
     return [next(computed) if cached is None or cached[i] is None else cached[i]
             for i in indices]
 
@@ -226,9 +233,13 @@ def _first_missing(rows, indices):
 
 def _jacobian_rows(tf, ys, source, positions, axis):
     """The Jacobian of the chosen slice sums; None when not connected (the loop then raises
-    what it raises)."""
+    what it raises), or when the static rule runs these rows one by one (the loop is the
+    faster code then)."""
     import compat_grads as cg
+    from compat_grads import _cost
 
+    if not _cost.plan_for(len(positions), [ys], [source]).vectorized:
+        return None
     others = [a for a in range(ys.shape.rank) if a != axis]
     sums = tf.reduce_sum(ys, axis=others) if others else ys
     rows = cg.stacked_jacobian(tf.gather(sums, positions), source)
@@ -283,8 +294,10 @@ def _vectorized_loop(tf, cond, body, loop_vars, kwargs):
     row = tf.autograph.experimental.do_not_convert(
         lambda i: _row(tf, body, tf.cast(i, dtype), array.dtype))
     try:
-        rows = tf.vectorized_map(row, indices)
+        rows = _planned_rows(tf, row, count, array.dtype)
     except Exception:  # noqa: BLE001 - anything the body does not survive: the loop runs
+        return None
+    if rows is None:
         return None
     if kwargs.get("back_prop") is False:
         rows = tf.stop_gradient(rows)
@@ -357,6 +370,21 @@ class _deterministic:
 _READS = frozenset({"ReadVariableOp", "VarHandleOp", "VariableV2", "Variable"})
 
 
+def _planned_rows(tf, row, count, dtype):
+    """`row(i)` for every i < count, vectorized as the static rule of `compat_grads._cost`
+    plans from one row built here (its ops are what pfor would stack), or None when the
+    rule runs the rows one by one: the loop itself is the faster code then."""
+    from compat_grads import _cost, _stacking
+
+    _, ops = _cost.new_ops(lambda: row(tf.zeros([], tf.int32)))
+    rows = tf.get_static_value(count)
+    rows = tf.maximum(count, 0) if rows is None else max(int(rows), 0)
+    plan = _cost.plan(rows if isinstance(rows, int) else None, _cost.ops_facts(ops))
+    if not plan.vectorized:
+        return None
+    return _stacking.vectorized(row, rows, dtype, plan.chunk)
+
+
 def _vectorized_map(tf, fn, elems, kwargs):
     """map_fn's result from `tf.vectorized_map`, or None."""
     from compat_grads.dispatch import execution_mode
@@ -373,8 +401,14 @@ def _vectorized_map(tf, fn, elems, kwargs):
             raise _NotTheForm
         return out
 
-    try:  # not converted by AutoGraph, as map_fn does not convert fn
-        out = tf.vectorized_map(tf.autograph.experimental.do_not_convert(element), elems)
+    one = tf.autograph.experimental.do_not_convert(  # as map_fn does not convert fn
+        lambda i: element(tf.gather(elems, i)))
+    try:
+        length = tf.compat.dimension_value(elems.shape[0])
+        out = _planned_rows(tf, one, tf.shape(elems)[0] if length is None else length,
+                            elems.dtype)
     except Exception:  # noqa: BLE001 - anything fn does not survive: map_fn runs
+        return None
+    if out is None:
         return None
     return tf.stop_gradient(out) if kwargs.get("back_prop") is False else out
