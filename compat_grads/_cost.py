@@ -6,7 +6,8 @@ larger. That wins while a row's work is small next to the cost of running its op
 is then mostly overhead) and loses once a row's intermediates are large: the stacked tensors
 no longer fit in cache and pfor adds Transposes and Tiles of them, while the loop runs each
 row's ops at full speed on data that fits. pfor also loses at every size through convolutions
-and pooling, whose converters tile the loop-invariant activations once per row.
+and pooling, whose converters tile the loop-invariant activations once per row, and
+through TF2 loops, which it converts by tracing their bodies again.
 
 The rule reads only what is known while the graph is built: the row count, the sizes and
 the op types of the graph the rows differentiate. Never timings, nor this machine's cores or
@@ -44,6 +45,11 @@ ONE_BY_ONE_OPS = frozenset({
     "AvgPool", "AvgPool3D", "AvgPoolGrad", "AvgPool3DGrad"})
 """Ops through which vectorized rows lose at every row count and size measured."""
 
+LOOP_OPS = frozenset({"While", "StatelessWhile"})
+"""TF2 loops (tf.while_loop, tf.foldl, tf.scan): pfor converts one by tracing its body again
+through AutoGraph, seconds per loop while building (a second-order batch_jacobian through
+tf.foldl: 37 s to trace vectorized, 4 s in a while_loop, which also runs faster)."""
+
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
@@ -65,7 +71,7 @@ class Facts:
 
 def plan(rows, facts: Facts) -> Plan:
     """The plan for `rows` rows (an int, or None when only known at run time)."""
-    if facts.kinds & ONE_BY_ONE_OPS or (facts.row_bytes or 0) > ROW_BYTES:
+    if facts.kinds & (ONE_BY_ONE_OPS | LOOP_OPS) or (facts.row_bytes or 0) > ROW_BYTES:
         return Plan(False, separate=isinstance(rows, int) and rows <= FEW_ROWS)
     if facts.row_bytes is None or not isinstance(rows, int):
         return Plan(True)

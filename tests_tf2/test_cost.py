@@ -23,12 +23,14 @@ SMALL = Facts(4 * 2**10, frozenset({"MatMul", "Tanh"}))
     (10, Facts(1024, frozenset({"Conv2D"})), Plan(False, separate=True)),
     (10, Facts(1024, frozenset({"MaxPoolGrad"})), Plan(False, separate=True)),
     (FEW_ROWS + 1, Facts(1024, frozenset({"Conv2DBackpropInput"})), Plan(False)),
+    (8, Facts(1024, frozenset({"StatelessWhile", "MatMul"})), Plan(False, separate=True)),
     (None, Facts(1024, frozenset({"Conv2D"})), Plan(False)),
     (None, SMALL, Plan(True)),
     (10, Facts(None, frozenset()), Plan(True)),
 ], ids=["few small rows", "as many as fit in flight", "many small rows: chunks",
         "few large rows: separate passes", "many large rows: while_loop",
         "convolution", "pooling gradient", "many rows through a convolution",
+        "a TF2 loop (tf.foldl)",
         "unknown count through a convolution", "unknown count, small rows",
         "unknown sizes (eager tensors)"])
 def test_the_rule_picks(rows, facts, want):
