@@ -1,7 +1,8 @@
 """Runtime-checked migration helpers: what `compat-grads scan --fix` rewrites a legacy loop
 to when the source alone cannot prove a vectorized rewrite equal. Each has the exact
 semantics of the code it replaces: it computes vectorized when the values it gets at run
-time allow, and runs that very code otherwise. TensorFlow is imported on first call only,
+time allow and the static rule of `compat_grads._cost` finds that faster, and runs that
+very code otherwise (never slower than it). TensorFlow is imported on first call only,
 so the scanner never loads it."""
 
 from __future__ import annotations
@@ -109,8 +110,10 @@ def row_while_loop(cond, body, loop_vars, **kwargs):
     symbolic index is `index < n`, and the body run once on it does exactly that (and makes
     no random numbers or other state changes), the rows are computed at once with
     `tf.vectorized_map` (which runs the body's own ops, gradients included, for every index
-    together) and scattered into the TensorArray. Otherwise, and in eager mode, the
-    while_loop itself runs.
+    together; in chunks when there are many) and scattered into the TensorArray, unless
+    the static rule of `compat_grads._cost`, reading the ops and sizes of that one row,
+    finds the loop faster (convolutions, pooling, TF2 loops, large rows). Otherwise, and in
+    eager mode, the while_loop itself runs.
 
     Returns:
       What the while_loop returns: the final index and the filled TensorArray, in the
@@ -128,7 +131,9 @@ def gradient_map_fn(fn, elems, **kwargs):
     """`tf.compat.v1.map_fn(fn, elems, **kwargs)` for a `fn` that takes gradients of its
     element: with one float tensor `elems` in a graph or `tf.function` and an `fn` that
     returns one tensor of the same dtype (and makes nothing random), computed with
-    `tf.vectorized_map(fn, elems)` for every element together; otherwise by `map_fn`.
+    `tf.vectorized_map(fn, elems)` for every element together (in chunks when there are
+    many) unless the static rule of `compat_grads._cost`, reading the ops and sizes of one
+    element's call, finds `map_fn` faster; otherwise by `map_fn`.
 
     Returns:
       What `map_fn` returns.
