@@ -48,7 +48,8 @@ ONE_BY_ONE_OPS = frozenset({
 LOOP_OPS = frozenset({"While", "StatelessWhile"})
 """TF2 loops (tf.while_loop, tf.foldl, tf.scan): pfor converts one by tracing its body again
 through AutoGraph, seconds per loop while building (a second-order batch_jacobian through
-tf.foldl: 37 s to trace vectorized, 4 s in a while_loop, which also runs faster)."""
+tf.foldl: 37 s to trace vectorized, 4 s in a while_loop, which also runs faster). Always a
+while_loop: separate passes would trace the loop's gradient once per row."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,7 +72,9 @@ class Facts:
 
 def plan(rows, facts: Facts) -> Plan:
     """The plan for `rows` rows (an int, or None when only known at run time)."""
-    if facts.kinds & (ONE_BY_ONE_OPS | LOOP_OPS) or (facts.row_bytes or 0) > ROW_BYTES:
+    if facts.kinds & LOOP_OPS:  # one trace in a while_loop, not one per separate pass
+        return Plan(False)
+    if facts.kinds & ONE_BY_ONE_OPS or (facts.row_bytes or 0) > ROW_BYTES:
         return Plan(False, separate=isinstance(rows, int) and rows <= FEW_ROWS)
     if facts.row_bytes is None or not isinstance(rows, int):
         return Plan(True)

@@ -23,7 +23,7 @@ SMALL = Facts(4 * 2**10, frozenset({"MatMul", "Tanh"}))
     (10, Facts(1024, frozenset({"Conv2D"})), Plan(False, separate=True)),
     (10, Facts(1024, frozenset({"MaxPoolGrad"})), Plan(False, separate=True)),
     (FEW_ROWS + 1, Facts(1024, frozenset({"Conv2DBackpropInput"})), Plan(False)),
-    (8, Facts(1024, frozenset({"StatelessWhile", "MatMul"})), Plan(False, separate=True)),
+    (8, Facts(1024, frozenset({"StatelessWhile", "MatMul"})), Plan(False)),
     (None, Facts(1024, frozenset({"Conv2D"})), Plan(False)),
     (None, SMALL, Plan(True)),
     (10, Facts(None, frozenset()), Plan(True)),
@@ -127,4 +127,21 @@ def test_separate_passes_equal_the_vectorized_rows():
     f = lambda v: tf.reduce_sum(_cnn(v), 0)  # noqa: E731
     np.testing.assert_allclose(cg.stacked_jacobian(f, x).numpy(),
                                cg.stacked_jacobian(f, x, strategy="reverse").numpy(),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_rows_through_a_tf2_loop_run_in_a_while_loop_not_pfor():
+    """A second-order batch_jacobian through tf.foldl: pfor would trace the loop's bodies
+    again (seconds); the rule keeps one while_loop, with the values of strategy='loop'."""
+    weights = tf.constant(np.random.RandomState(4).randn(2, 3, 3).astype(np.float32) / 2)
+
+    def f(v):
+        return tf.reduce_sum(tf.foldl(lambda h, w: tf.tanh(h @ w), weights, initializer=v), 1)
+
+    x = tf.constant(np.random.RandomState(5).randn(4, 3).astype(np.float32))
+    graph = tf.function(lambda v: cg.batch_hessian(f, v)).get_concrete_function(
+        tf.TensorSpec([4, 3])).graph
+    assert not any("pfor" in op.name for op in graph.get_operations())
+    np.testing.assert_allclose(cg.batch_hessian(f, x).numpy(),
+                               cg.batch_hessian(f, x, strategy="loop").numpy(),
                                rtol=1e-5, atol=1e-6)
