@@ -1,5 +1,6 @@
-"""When rows run vectorized: the static rule `strategy="auto"` and the migration helpers
-follow (measured in docs/performance.rst, "When compat_grads vectorizes").
+"""When rows run vectorized (pfor) and when one by one: the static rule `strategy="auto"`
+and the migration helpers follow (measured in docs/performance.rst, "When compat_grads
+vectorizes"; `python -m compat_grads.bench.routes` measures it again).
 
 pfor computes every row at once, so each per-row intermediate becomes one tensor `rows` times
 larger. That wins while a row's work is small next to the cost of running its ops (the loop
@@ -22,12 +23,9 @@ import dataclasses
 from compat_grads._tf import tf
 
 ROW_BYTES = 256 * 2**10
-"""A row whose intermediates take more than this runs one by one (measured: 200 KiB rows
-still win vectorized in chunks, 550 KiB rows lose at every chunk size)."""
-
-FLIGHT_BYTES = 4 * 2**20
-"""At most this many bytes of rows in flight at once when vectorized: more rows run in
-chunks of that size (measured: chunks of 3 to 6 MiB of rows are fastest)."""
+"""A row whose intermediates take more than this runs one by one (measured: rows of 60 and
+90 KiB win vectorized, 2 to 4 times; rows of 300 and 530 KiB lose, 1.4 and 2.7 to 5.9
+times, and in chunks too)."""
 
 FEW_ROWS = 16
 """Rows run one by one are separate reverse passes up to this many (a graph of that many
@@ -54,11 +52,11 @@ while_loop: separate passes would trace the loop's gradient once per row."""
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
-    """How rows run: `vectorized` (chunks of `chunk` rows, or all at once when None), or
-    one by one (`separate` reverse passes, else a while_loop)."""
+    """How rows run: `vectorized` (all at once), or one by one (`separate` reverse passes,
+    else a while_loop). Never in chunks of its own: chunks measured no faster than all rows
+    at once, and as much as 1.5 times slower (forward mode); `chunk_size` bounds memory."""
 
     vectorized: bool
-    chunk: int | None = None
     separate: bool = False
 
 
@@ -76,10 +74,7 @@ def plan(rows, facts: Facts) -> Plan:
         return Plan(False)
     if facts.kinds & ONE_BY_ONE_OPS or (facts.row_bytes or 0) > ROW_BYTES:
         return Plan(False, separate=isinstance(rows, int) and rows <= FEW_ROWS)
-    if facts.row_bytes is None or not isinstance(rows, int):
-        return Plan(True)
-    chunk = max(1, FLIGHT_BYTES // max(facts.row_bytes, 1))
-    return Plan(True, None if rows <= chunk else chunk)
+    return Plan(True)
 
 
 def graph_facts(targets, sources) -> Facts:

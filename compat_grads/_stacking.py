@@ -81,7 +81,7 @@ def _stack(backend, fn, count, like, how, reusable):
     if reason is None:
         try:
             with _PforLog() as log:
-                return _stack_with(fn, count, like, True, *_chunking(plan, chunk))
+                return _stack_with(fn, count, like, True, chunk)
         except _VECTORIZATION_ERRORS as err:
             if is_ours(err):  # bad input found while tracing the rows: a loop cannot help
                 raise
@@ -105,14 +105,6 @@ def _plan(backend, count, how) -> _cost.Plan:
         return _cost.Plan(True)
     return _cost.plan_for(count if isinstance(count, int) else None, backend.targets,
                           backend.sources)
-
-
-def _chunking(plan, chunk):
-    """(chunk, even): the rule's chunk when smaller than the caller's (differentiable
-    chunks), else the caller's `chunk_size` (memory-bounded, an end product)."""
-    if plan.chunk is not None and (chunk is None or plan.chunk < chunk):
-        return plan.chunk, True
-    return chunk, False
 
 
 def _loop(backend, fn, count, like, chunk, vectorizing, separate=False):
@@ -169,8 +161,7 @@ class _PforLog(logging.Filter):
         return ""
 
 
-def _stack_with(fn, count, like, vectorize: bool, chunk, even=False, one_by_one=False,
-                separate=False):
+def _stack_with(fn, count, like, vectorize: bool, chunk, one_by_one=False, separate=False):
     missing = []
 
     @tf.autograph.experimental.do_not_convert
@@ -193,8 +184,6 @@ def _stack_with(fn, count, like, vectorize: bool, chunk, even=False, one_by_one=
         if separate:  # as the legacy Python loop of tf.gradients: one pass per row
             return [tf.stack(rows) for rows in zip(*[body(tf.constant(i))
                                                       for i in range(count)])]
-        if even and count > chunk:
-            return _even_chunks(body, count, chunk, dtypes)
         if not vectorize:  # a while_loop with at most `chunk` iterations in flight
             with _caching_device_kept():
                 return tf.map_fn(body, tf.range(count), fn_output_signature=dtypes,
@@ -243,33 +232,6 @@ def _one_by_one(body, count, like):
     _, *rows = tf.while_loop(lambda i, *_: i < count, step, (0, *rows),
                              parallel_iterations=1)
     return [row.stack() for row in rows]
-
-
-def vectorized(fn, count, dtype, chunk=None, warn=True):
-    """`tf.vectorized_map(fn, tf.range(count))` for an `fn` giving one `dtype` tensor per
-    index: `chunk` indices at a time when set, for a static `count` (differentiable)."""
-    if chunk is None or not isinstance(count, int) or count <= chunk:
-        return tf.vectorized_map(fn, tf.range(count), warn=warn)
-    (rows,) = _even_chunks(lambda i: [fn(i)], count, chunk, [dtype])
-    return rows
-
-
-def _even_chunks(body, count, chunk, dtypes):
-    """pfor over `chunk` indices at a time (a static `count`): the full chunks in a
-    while_loop, the rest after it. Unlike `_chunks`, differentiable: "auto" chunks to keep
-    rows in cache, and its result may be differentiated again."""
-    full, rest = divmod(count, chunk)
-
-    def rows_of(c):
-        return tf.vectorized_map(body, c * chunk + tf.range(chunk), warn=False)
-
-    parts = [[tf.reshape(r, tf.concat([[full * chunk], tf.shape(r)[2:]], 0))
-              for r in tf.map_fn(rows_of, tf.range(full), fn_output_signature=dtypes,
-                                 parallel_iterations=1)]]
-    if rest:
-        parts.append(tf.vectorized_map(body, tf.range(full * chunk, count), warn=False))
-    return [tf.concat(columns, 0) if len(columns) > 1 else columns[0]
-            for columns in zip(*parts)]
 
 
 def _chunks(body, count, like, chunk):

@@ -1,6 +1,6 @@
 """The static rule that decides how rows run for strategy="auto" (compat_grads._cost): given
-sizes and op types it picks vectorized, chunked, separate passes or a while_loop; the routes
-it picks give the values of the explicit strategies. No timings here: the measurements
+sizes and op types it picks vectorized, separate passes or a while_loop; the routes it picks
+give the values of the explicit strategies. No timings here: the measurements
 behind the thresholds are in docs/performance.rst."""
 
 import numpy as np
@@ -9,15 +9,15 @@ import tensorflow as tf
 
 import compat_grads as cg
 from compat_grads import _cost
-from compat_grads._cost import FEW_ROWS, FLIGHT_BYTES, ROW_BYTES, Facts, Plan, plan
+from compat_grads._cost import FEW_ROWS, ROW_BYTES, Facts, Plan, plan
 
 SMALL = Facts(4 * 2**10, frozenset({"MatMul", "Tanh"}))
 
 
 @pytest.mark.parametrize("rows, facts, want", [
     (10, SMALL, Plan(True)),
-    (FLIGHT_BYTES // SMALL.row_bytes, SMALL, Plan(True)),
-    (10_000, SMALL, Plan(True, FLIGHT_BYTES // SMALL.row_bytes)),
+    (10_000, SMALL, Plan(True)),
+    (10, Facts(ROW_BYTES, frozenset({"MatMul"})), Plan(True)),
     (10, Facts(ROW_BYTES + 1, frozenset({"MatMul"})), Plan(False, separate=True)),
     (1071, Facts(ROW_BYTES + 1, frozenset({"MatMul"})), Plan(False)),
     (10, Facts(1024, frozenset({"Conv2D"})), Plan(False, separate=True)),
@@ -27,7 +27,7 @@ SMALL = Facts(4 * 2**10, frozenset({"MatMul", "Tanh"}))
     (None, Facts(1024, frozenset({"Conv2D"})), Plan(False)),
     (None, SMALL, Plan(True)),
     (10, Facts(None, frozenset()), Plan(True)),
-], ids=["few small rows", "as many as fit in flight", "many small rows: chunks",
+], ids=["few small rows", "many small rows", "rows at the limit",
         "few large rows: separate passes", "many large rows: while_loop",
         "convolution", "pooling gradient", "many rows through a convolution",
         "a TF2 loop (tf.foldl)",
@@ -89,37 +89,23 @@ def test_auto_runs_few_rows_through_a_convolution_as_separate_passes():
     assert "Conv2DBackpropInput" in types
 
 
-def test_auto_chunks_many_small_rows_and_reverse_does_not():
-    """2000 rows of 16 KB: chunks of 4 MB of rows (as many target as source elements: the
-    rows are reverse passes)."""
-    x = tf.constant(np.linspace(-1, 1, 2000).astype(np.float32))
-    f = lambda v: tf.tanh(v) * tf.reduce_sum(v)  # noqa: E731
-    auto_types, _ = _loop_and_pfor_ops(lambda v: cg.stacked_jacobian(f, v),
-                                       tf.TensorSpec([2000]))
-    reverse_types, _ = _loop_and_pfor_ops(
-        lambda v: cg.stacked_jacobian(f, v, strategy="reverse"), tf.TensorSpec([2000]))
-    assert auto_types & {"While", "StatelessWhile"}
-    assert not reverse_types & {"While", "StatelessWhile"}
-    np.testing.assert_allclose(cg.stacked_jacobian(f, x).numpy(),
-                               cg.stacked_jacobian(f, x, strategy="reverse").numpy(),
-                               rtol=1e-6, atol=1e-7)
+def test_auto_keeps_large_rows_in_a_while_loop_and_reverse_does_not():
+    """A Hessian through a wide batch: rows over ROW_BYTES run in a while_loop for "auto";
+    "reverse" keeps its meaning (vectorized), with the same values."""
+    data = tf.constant(np.random.RandomState(1).randn(512, 6).astype(np.float32))
 
+    def loss(theta):
+        return tf.reduce_mean(tf.tanh(data @ tf.reshape(theta, [6, 64])) ** 2)
 
-def test_auto_chunks_stay_differentiable():
-    """Chunks the rule chose can be differentiated again (the chunk_size buffers cannot)."""
-    x = tf.constant(np.linspace(-1, 1, 1500).astype(np.float32))
-
-    @tf.function
-    def both(v):
-        with tf.GradientTape(persistent=True) as tape:
-            tape.watch(v)
-            f = lambda u: tf.sin(u) * tf.reduce_sum(u ** 2)  # noqa: E731
-            ours = tf.reduce_sum(cg.stacked_jacobian(f, v) ** 2)
-            theirs = tf.reduce_sum(cg.stacked_jacobian(f, v, strategy="reverse") ** 2)
-        return tape.gradient(ours, v), tape.gradient(theirs, v)
-
-    ours, theirs = both(x)
-    np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-4, atol=1e-4)
+    spec = tf.TensorSpec([6 * 64])
+    auto_types, auto_pfor = _loop_and_pfor_ops(lambda v: cg.hessian(loss, v), spec)
+    _, reverse_pfor = _loop_and_pfor_ops(lambda v: cg.hessian(loss, v, strategy="reverse"),
+                                         spec)
+    assert auto_types & {"While", "StatelessWhile"} and not auto_pfor and reverse_pfor
+    theta = tf.constant(np.linspace(-1, 1, 6 * 64).astype(np.float32))
+    np.testing.assert_allclose(cg.hessian(loss, theta).numpy(),
+                               cg.hessian(loss, theta, strategy="reverse").numpy(),
+                               rtol=1e-4, atol=1e-6)
 
 
 def test_separate_passes_equal_the_vectorized_rows():

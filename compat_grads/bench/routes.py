@@ -152,7 +152,7 @@ def measure(name, build, repeats):
 def _described(plan) -> str:
     if not plan.vectorized:
         return "separate passes" if plan.separate else "while_loop"
-    return "vectorized" if plan.chunk is None else f"chunks of {plan.chunk}"
+    return "vectorized"
 
 
 def main(argv):

@@ -110,7 +110,7 @@ def row_while_loop(cond, body, loop_vars, **kwargs):
     symbolic index is `index < n`, and the body run once on it does exactly that (and makes
     no random numbers or other state changes), the rows are computed at once with
     `tf.vectorized_map` (which runs the body's own ops, gradients included, for every index
-    together; in chunks when there are many) and scattered into the TensorArray, unless
+    together) and scattered into the TensorArray, unless
     the static rule of `compat_grads._cost`, reading the ops and sizes of that one row,
     finds the loop faster (convolutions, pooling, TF2 loops, large rows). Otherwise, and in
     eager mode, the while_loop itself runs.
@@ -131,9 +131,9 @@ def gradient_map_fn(fn, elems, **kwargs):
     """`tf.compat.v1.map_fn(fn, elems, **kwargs)` for a `fn` that takes gradients of its
     element: with one float tensor `elems` in a graph or `tf.function` and an `fn` that
     returns one tensor of the same dtype (and makes nothing random), computed with
-    `tf.vectorized_map(fn, elems)` for every element together (in chunks when there are
-    many) unless the static rule of `compat_grads._cost`, reading the ops and sizes of one
-    element's call, finds `map_fn` faster; otherwise by `map_fn`.
+    `tf.vectorized_map(fn, elems)` for every element together, unless the static rule of
+    `compat_grads._cost`, reading the ops and sizes of one element's call, finds `map_fn`
+    faster; otherwise by `map_fn`.
 
     Returns:
       What `map_fn` returns.
@@ -299,10 +299,10 @@ def _vectorized_loop(tf, cond, body, loop_vars, kwargs):
     row = tf.autograph.experimental.do_not_convert(
         lambda i: _row(tf, body, tf.cast(i, dtype), array.dtype))
     try:
-        rows = _planned_rows(tf, row, count, array.dtype)
+        if not _vectorizing_wins(tf, row, tf.get_static_value(count)):
+            return None
+        rows = tf.vectorized_map(row, indices)
     except Exception:  # noqa: BLE001 - anything the body does not survive: the loop runs
-        return None
-    if rows is None:
         return None
     if kwargs.get("back_prop") is False:
         rows = tf.stop_gradient(rows)
@@ -375,19 +375,14 @@ class _deterministic:
 _READS = frozenset({"ReadVariableOp", "VarHandleOp", "VariableV2", "Variable"})
 
 
-def _planned_rows(tf, row, count, dtype):
-    """`row(i)` for every i < count, vectorized as the static rule of `compat_grads._cost`
-    plans from one row built here (its ops are what pfor would stack), or None when the
-    rule runs the rows one by one: the loop itself is the faster code then."""
-    from compat_grads import _cost, _stacking
+def _vectorizing_wins(tf, row, rows) -> bool:
+    """Whether the static rule of `compat_grads._cost` vectorizes `rows` rows (None: known
+    at run time only), reading the ops of one `row(index)` built here (what pfor would
+    stack). Where it does not, the loop itself is the faster code."""
+    from compat_grads import _cost
 
     _, ops = _cost.new_ops(lambda: row(tf.zeros([], tf.int32)))
-    rows = tf.get_static_value(count)
-    rows = tf.maximum(count, 0) if rows is None else max(int(rows), 0)
-    plan = _cost.plan(rows if isinstance(rows, int) else None, _cost.ops_facts(ops))
-    if not plan.vectorized:
-        return None
-    return _stacking.vectorized(row, rows, dtype, plan.chunk)
+    return _cost.plan(None if rows is None else int(rows), _cost.ops_facts(ops)).vectorized
 
 
 def _vectorized_map(tf, fn, elems, kwargs):
@@ -406,14 +401,12 @@ def _vectorized_map(tf, fn, elems, kwargs):
             raise _NotTheForm
         return out
 
-    one = tf.autograph.experimental.do_not_convert(  # as map_fn does not convert fn
-        lambda i: element(tf.gather(elems, i)))
+    one = tf.autograph.experimental.do_not_convert(element)  # as map_fn does not convert fn
     try:
-        length = tf.compat.dimension_value(elems.shape[0])
-        out = _planned_rows(tf, one, tf.shape(elems)[0] if length is None else length,
-                            elems.dtype)
+        if not _vectorizing_wins(tf, lambda i: one(tf.gather(elems, i)),
+                                 tf.compat.dimension_value(elems.shape[0])):
+            return None
+        out = tf.vectorized_map(one, elems)
     except Exception:  # noqa: BLE001 - anything fn does not survive: map_fn runs
-        return None
-    if out is None:
         return None
     return tf.stop_gradient(out) if kwargs.get("back_prop") is False else out
