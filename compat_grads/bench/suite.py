@@ -133,9 +133,10 @@ def targets(report) -> list:
     return out
 
 
-FEW_ROWS_GOAL = 0.95
+FEW_ROWS_GOAL = 0.9
 """The loop's time over ours, for the few rows through a CNN: at least as fast as the loop
-they replace, within the 5% the interleaved medians still vary by on a shared machine."""
+they replace, within the 10% by which interleaved medians of two identical graphs still
+differ on a shared machine (the helpers run the loop itself here)."""
 
 
 def _few_rows(ratios, tf1_cnn):
