@@ -364,7 +364,8 @@ def test_class_rows_through_a_conv_net_run_the_loop(helper, assert_nested_close)
 
 
 def test_a_cached_row_computes_only_itself():
-    """Once a cache is filled, fetching one class row runs that row's pass alone."""
+    """Once a cache is filled (gradient_row_list with cached=, fill_gradient_rows), fetching
+    one class row runs that row's pass alone."""
     with tf.Graph().as_default():
         x, w, y = _net()
         rows = gradient_row_list(y, x, range(3), axis=1, cached=[None] * 3)
@@ -373,6 +374,10 @@ def test_a_cached_row_computes_only_itself():
         assert all(passes) and all(not a & b for k, a in enumerate(passes)
                                    for b in passes[k + 1:])
         assert again[0] is rows[0] and again[2] is rows[2]
+        filled = [None] * 3
+        fill_gradient_rows(filled, y, x, [2, 0], axis=1)
+        first, last = _backward_ops(filled[0], y), _backward_ops(filled[2], y)
+        assert filled[1] is None and first and last and not first & last
 
 
 def test_row_while_loop_keeps_the_loop_for_large_rows(assert_nested_close):

@@ -81,24 +81,21 @@ def gradient_row_list(ys, xs, indices, axis=0, index=0, cached=None):
 
 def fill_gradient_rows(rows, ys, xs, indices, axis=0, index=0):
     """`for i in indices: if rows[i] is None: rows[i] = tf.gradients(row_i, xs)[index]`:
-    fills the missing rows of a cache list in place, each once, in the loop's order.
+    fills the missing rows of a cache in place, each once, in the loop's order, each by its
+    own pass (fetching one row later runs that row alone): the loop itself.
 
     Args:
-      rows: the cache, a list with None where a row is missing (anything else runs the
-        loop itself).
+      rows: the cache, a list (or anything indexable by the indices) with None where a row
+        is missing.
       ys, xs, indices, axis, index: as for `gradient_row_list`.
     """
     from compat_grads._tf import tf
 
-    indices = list(indices)
-    wanted = _first_missing(rows, indices)
-    if wanted is None:
-        for i in indices:
-            if rows[i] is None:
-                rows[i] = _loop(tf, ys, xs, [i], axis, index)[0]
-        return
-    for i, row in zip(wanted, _row_list(tf, ys, xs, wanted, axis, index)):
-        rows[i] = row
+    # The loop itself: a cache is read a row at a time, so each row is its own pass (one
+    # Jacobian would run every row whenever one is fetched).
+    for i in indices:
+        if rows[i] is None:
+            rows[i] = _loop(tf, ys, xs, [i], axis, index)[0]
 
 
 def row_while_loop(cond, body, loop_vars, **kwargs):
@@ -215,25 +212,6 @@ def _positions(indices, length):
     if not all(-length <= i < length for i in ints):
         return None
     return [i % length for i in ints]
-
-
-def _first_missing(rows, indices):
-    """The indices whose row the filling loop computes (the first of each position whose
-    entry is None), or None when `rows` is not a list or an index is not an int."""
-    if not isinstance(rows, list):
-        return None
-    try:
-        ints = [operator.index(i) for i in indices]
-    except TypeError:
-        return None
-    if not all(-len(rows) <= i < len(rows) for i in ints):
-        return None  # the loop raises its IndexError
-    wanted, seen = [], set()
-    for i in ints:
-        if rows[i] is None and i % len(rows) not in seen:
-            wanted.append(i)
-            seen.add(i % len(rows))
-    return wanted
 
 
 def _jacobian_rows(tf, ys, source, positions, axis):
