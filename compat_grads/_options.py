@@ -30,19 +30,23 @@ TensorFlow would only fail on those after a long run, with `ResourceExhaustedErr
 @dataclasses.dataclass(frozen=True)
 class How:
     """How to compute: strategy, what unconnected sources give, the chunk size and the
-    memory limit (see `compat_grads._jacobians.check_bytes`)."""
+    memory limit (see `compat_grads._jacobians.check_bytes`). `planned`: the strategy was
+    chosen for "auto", so the rows follow the static rule of `compat_grads._cost` (an
+    explicit strategy keeps its meaning)."""
 
     strategy: str = "auto"
     unconnected: str = "none"
     chunk_size: int | None = None
     max_bytes: int | None = None
+    planned: bool = False
 
     @property
     def vectorize(self) -> bool:
         return self.strategy != "loop"
 
     def using(self, strategy) -> How:
-        return dataclasses.replace(self, strategy=strategy)
+        return dataclasses.replace(self, strategy=strategy,
+                                   planned=self.planned or self.strategy == "auto")
 
 
 def how(options: dict) -> How:

@@ -8,8 +8,8 @@ import contextlib
 import logging
 import re
 
+from compat_grads import _cost, dispatch
 from compat_grads import _structure as st
-from compat_grads import dispatch
 from compat_grads._errors import (
     DerivativeError,
     VectorizationWarning,
@@ -74,6 +74,9 @@ def _stack(backend, fn, count, like, how, reusable):
     chunk = how.chunk_size
     if not how.vectorize:
         return _loop(backend, fn, count, like, chunk, None)
+    plan = _plan(backend, count, how)
+    if not plan.vectorized:
+        return _loop(backend, fn, count, like, chunk, None, plan.separate and reusable)
     reason = backend.cannot_vectorize()
     if reason is None:
         try:
@@ -96,11 +99,20 @@ def _stack(backend, fn, count, like, how, reusable):
     return _loop(backend, fn, count, like, chunk, reason)
 
 
-def _loop(backend, fn, count, like, chunk, vectorizing):
-    """The rows in a while_loop; what TensorFlow cannot build there is a DerivativeError.
-    `vectorizing` is why pfor was not used, when it was meant to be."""
+def _plan(backend, count, how) -> _cost.Plan:
+    """The static rule's plan for "auto"; an explicit strategy vectorizes all at once."""
+    if not how.planned:
+        return _cost.Plan(True)
+    return _cost.plan_for(count if isinstance(count, int) else None, backend.targets,
+                          backend.sources)
+
+
+def _loop(backend, fn, count, like, chunk, vectorizing, separate=False):
+    """The rows in a while_loop (or, `separate`, as separate passes, one per row, as the
+    legacy Python loop built them); what TensorFlow cannot build there is a
+    DerivativeError. `vectorizing` is why pfor was not used, when it was meant to be."""
     try:
-        return _stack_with(fn, count, like, False, chunk)
+        return _stack_with(fn, count, like, False, chunk, separate=separate)
     except _VECTORIZATION_ERRORS as err:
         if is_ours(err):
             raise
@@ -149,7 +161,7 @@ class _PforLog(logging.Filter):
         return ""
 
 
-def _stack_with(fn, count, like, vectorize: bool, chunk, one_by_one=False):
+def _stack_with(fn, count, like, vectorize: bool, chunk, one_by_one=False, separate=False):
     missing = []
 
     @tf.autograph.experimental.do_not_convert
@@ -169,6 +181,9 @@ def _stack_with(fn, count, like, vectorize: bool, chunk, one_by_one=False):
     def build():
         if one_by_one:
             return _one_by_one(body, count, like)
+        if separate:  # as the legacy Python loop of tf.gradients: one pass per row
+            return [tf.stack(rows) for rows in zip(*[body(tf.constant(i))
+                                                      for i in range(count)])]
         if not vectorize:  # a while_loop with at most `chunk` iterations in flight
             with _caching_device_kept():
                 return tf.map_fn(body, tf.range(count), fn_output_signature=dtypes,

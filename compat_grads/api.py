@@ -32,9 +32,10 @@ def stacked_jacobian(target: Target, sources: Nest, *, tape: tf.GradientTape | N
       tape: the `tf.GradientTape` that recorded an eager tensor target (a variable target
         is read on it).
       strategy: "auto" (forward mode when the sources are smaller than the target, else
-        reverse), "reverse" (vectorized VJPs over target elements), "forward" (vectorized
-        JVPs over source elements) or "loop" (one row at a time in a `while_loop`, the
-        lowest memory). All give the same values.
+        reverse; the rows vectorized, or one by one where that is faster, by the rule
+        in the Performance guide), "reverse" (vectorized VJPs over target
+        elements), "forward" (vectorized JVPs over source elements) or "loop" (one row at
+        a time in a `while_loop`, the lowest memory). All give the same values.
       unconnected_gradients: "none" (None for a source the target does not depend on) or
         "zero" (zeros of the block's shape); a `tf.UnconnectedGradients` works too.
       chunk_size: at most this many rows (or columns) in flight at once, to bound memory.

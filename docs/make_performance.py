@@ -78,8 +78,86 @@ def _tf2_sections(measures) -> list:
     return lines
 
 
-def page(report: dict, meta: dict) -> str:
-    """The reStructuredText of the Performance page for a bench report and its run."""
+def _rule_section(routes) -> list:
+    """When compat_grads vectorizes: the rule, its thresholds read from compat_grads._cost
+    (written there once), and the measurements behind it (`routes`, from
+    `python -m compat_grads.bench.routes`), when there are any."""
+    from compat_grads import _cost
+
+    kib = _cost.ROW_BYTES // 2**10
+    lines = [
+        ".. _vectorize-rule:", "",
+        "When compat_grads vectorizes", "----------------------------", "",
+        "Vectorized rows (pfor) compute every row of a Jacobian at once: each intermediate",
+        "of one row's pass becomes one tensor as many times larger. That wins while a row",
+        "is cheap next to the cost of running its ops one after another (a loop is then",
+        "mostly overhead) and loses once a row's intermediates are large: the stacked",
+        "tensors leave the cache, pfor adds Transposes of them around every matrix",
+        "product, and a loop's rows run at full speed on data that fits. Through",
+        "convolutions and pooling pfor loses at every size measured: its converters for",
+        "the gradients of ``MaxPool`` and ``Conv2D`` tile the forward activations once",
+        "per row (a profile of the CNN below: a quarter of the time in ``Tile``). Through",
+        "a TF2 loop (``tf.while_loop``, ``tf.foldl``, ``tf.scan``) pfor traces the loop's",
+        "body again to convert it: a second-order ``batch_jacobian`` through ``tf.foldl``",
+        "took 37 s to build vectorized against 4 s in a ``while_loop`` (and 6 s as",
+        "separate passes, each tracing the loop's gradient again).", "",
+        "So ``strategy=\"auto\"`` follows a static rule, decided while the graph is built",
+        "from the row count, the sizes and the op types of the graph the rows",
+        "differentiate (never from timings, nor from this machine's cores: a graph runs",
+        "the same way wherever it is built and run):", "",
+        "- through a convolution or pooling op (forward or gradient), or when one row's",
+        f"  intermediates take more than {kib} KiB (the float tensors between the sources",
+        "  and the target; a dimension unknown while building counts as "
+        f"{_cost.UNKNOWN_DIM}),",
+        f"  the rows run one by one: as separate reverse passes up to {_cost.FEW_ROWS} rows",
+        "  (what the legacy Python loop of ``tf.gradients`` built), in a ``while_loop``",
+        "  beyond;",
+        "- through a TF2 loop, in a ``while_loop``;",
+        "- otherwise vectorized, every row at once (pfor in chunks was measured too: no",
+        "  faster than all rows at once, up to 1.5 times slower in forward mode, and no",
+        "  faster than the loop for large rows; ``chunk_size`` stays a memory bound);",
+        "- an explicit ``strategy`` (``\"reverse\"``, ``\"forward\"``, ``\"loop\"``)",
+        "  keeps its meaning.", "",
+        "The migration helpers follow the same rule: ``gradient_rows`` and",
+        "``gradient_row_list`` run the loop itself where the rule runs rows one by one;",
+        "``row_while_loop`` and ``gradient_map_fn`` build one row, read its ops and",
+        "sizes, and run the ``while_loop`` / ``map_fn`` itself where the rule says so.",
+        "``gradient_row_list(..., cached=...)`` always computes each missing row on its",
+        "own: a cache is read a row at a time.", ""]
+    if not routes:
+        return lines
+    lines += [
+        "The measurements behind the thresholds: a TF1 graph in a Session, each recipe",
+        "checked against the legacy loop, timed interleaved; *ratio* is the recipe's",
+        "time over the legacy loop's (below 1 is faster), *row KiB* and *plan* are what",
+        "the rule reads and decides. On 2 shared cores (load 3 to 5 from other",
+        "processes), two identical graphs (``row_while_loop`` running the legacy loop",
+        "itself) still differ by up to 10%: ratios between 0.9 and 1.1 are ties. Command:",
+        "",
+        ".. code-block:: console", "",
+        "   $ python -m compat_grads.bench.routes 11 > docs/_static/bench/routes.json", ""]
+    return lines + _table(
+        ("workload", "recipe", "ms", "ratio", "row KiB", "plan"),
+        [(r["workload"], r["recipe"], f"{r['ms']:.1f}", f"{r['ratio']:.2f}",
+          f"{r['row_kib']:.0f}", r["plan"]) for r in routes], (30, 30, 10, 10, 10, 10))
+
+
+def _cnn_section(rows) -> list:
+    """The TF1 part of the few-rows CNN workload."""
+    if not rows:
+        return []
+    return ["TF1 graph: few rows through a CNN", "---------------------------------", "",
+            "The 10 class rows of a small CNN's logits (batch "
+            f"{rows[0]['batch']}) in a TF1 Session: *ratio* is the time over the Python",
+            "loop of ``tf.gradients``'s (below 1 is faster).", "",
+            *_table(("recipe", "build s", "run ms", "ratio"),
+                    [(r["recipe"], f"{r['build_s']:.3f}", f"{r['run_ms']:.2f}",
+                      f"{r['ratio']:.2f}") for r in rows], (52, 16, 16, 16))]
+
+
+def page(report: dict, meta: dict, routes=None) -> str:
+    """The reStructuredText of the Performance page for a bench report and its run (and
+    the measurements of the routes, `python -m compat_grads.bench.routes`)."""
     size = "quick (tiny sizes, ``--quick``)" if report["quick"] else "full"
     jax = f"JAX {meta['jax']}" if meta.get("jax") else "no JAX (its columns are absent)"
     lines = [
@@ -112,6 +190,8 @@ def page(report: dict, meta: dict) -> str:
         *_table(("m", "recipe", "build s", "ops", "run ms"),
                 [(r["m"], r["recipe"], f"{r['build_s']:.3f}", r["ops"], f"{r['run_ms']:.2f}")
                  for r in report["tf1_graph"]], (8, 52, 13, 12, 15)),
+        *_cnn_section(report.get("tf1_cnn")),
+        *_rule_section(routes),
         "Memory", "------", "",
         "Peak resident memory of a Jacobian (its increase over the process before the",
         "call), against the size of the result, with and without ``chunk_size``.", "",
@@ -170,7 +250,9 @@ def main(argv=None) -> int:
         run(args.quick)
     report = json.loads((OUT / "bench.json").read_text("utf-8"))
     meta = json.loads((OUT / "run.json").read_text("utf-8"))
-    PAGE.write_text(page(report, meta), "utf-8")
+    routes = OUT / "routes.json"
+    PAGE.write_text(page(report, meta, json.loads(routes.read_text("utf-8"))
+                         if routes.exists() else None), "utf-8")
     print(f"wrote {PAGE.relative_to(HERE.parent)} and {OUT.relative_to(HERE.parent)}/")
     return 0
 

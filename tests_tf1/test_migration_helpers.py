@@ -319,7 +319,6 @@ def test_gradient_map_fn_equals_map_fn_and_the_analytic_score(assert_nested_clos
     np.testing.assert_allclose(got, -values + np.cos(values), rtol=1e-5, atol=1e-6)
 
 
-
 @pytest.mark.parametrize("variable", [False, True], ids=["tensor", "variable"])
 def test_rows_of_a_gathered_source_stay_indexed_slices(variable):
     """Rows with respect to an embedding read through tf.gather are IndexedSlices in the
@@ -339,3 +338,107 @@ def test_rows_of_a_gathered_source_stay_indexed_slices(variable):
         np.testing.assert_array_equal(g.indices, w.indices)
         np.testing.assert_array_equal(g.values, w.values)
     assert got_stacked.shape == (4, 6, 3)
+
+
+# -- where the static rule (compat_grads._cost) keeps the loop ------------------------------
+
+
+def _class_net():
+    """A small conv net's logits for 10 classes: the rule runs these rows one by one."""
+    x = tf.constant(RNG.randn(3, 8, 8, 1), tf.float32)
+    kernel = tf.constant(RNG.randn(3, 3, 1, 4), tf.float32)
+    dense = tf.constant(RNG.randn(4 * 4 * 4, 10), tf.float32)
+    h = tf.nn.max_pool2d(tf.nn.relu(tf.nn.conv2d(x, kernel, 1, "SAME")), 2, 2, "VALID")
+    return x, tf.matmul(tf.reshape(h, [3, -1]), dense)
+
+
+def _backward_ops(tensor, forward):
+    """The ops `tensor` needs beyond those `forward` needs."""
+    def ancestors(t):
+        seen, todo = set(), [t.op]
+        while todo:
+            op = todo.pop()
+            if op.name not in seen:
+                seen.add(op.name)
+                todo.extend(i.op for i in op.inputs)
+        return seen
+    return ancestors(tensor) - ancestors(forward)
+
+
+@pytest.mark.parametrize("helper", ["gradient_rows", "gradient_row_list"])
+def test_class_rows_through_a_conv_net_run_the_loop(helper, assert_nested_close):
+    def build():
+        x, logits = _class_net()
+        if helper == "gradient_rows":
+            ours = gradient_rows(logits, x, range(10), axis=1)
+        else:
+            ours = gradient_row_list(logits, x, range(10), axis=1)
+        pfor.extend(op.name for op in tf.compat.v1.get_default_graph().get_operations()
+                    if "pfor" in op.name)
+        return ours, [tf.compat.v1.gradients(logits[:, c], x)[0] for c in range(10)]
+
+    pfor = []
+    (got, want), ops = _run(build)
+    assert not pfor and not any(kind in ops for kind in ("While", "Enter", "Unpack"))
+    assert_nested_close(list(got), want, **TOL)
+
+
+def test_a_cached_row_computes_only_itself():
+    """Once a cache is filled (gradient_row_list with cached=, fill_gradient_rows), fetching
+    one class row runs that row's pass alone."""
+    with tf.Graph().as_default():
+        x, w, y = _net()
+        rows = gradient_row_list(y, x, range(3), axis=1, cached=[None] * 3)
+        again = gradient_row_list(y, x, range(3), axis=1, cached=[rows[0], None, rows[2]])
+        passes = [_backward_ops(row, y) for row in (*rows, again[1])]
+        assert all(passes) and all(not a & b for k, a in enumerate(passes)
+                                   for b in passes[k + 1:])
+        assert again[0] is rows[0] and again[2] is rows[2]
+        filled = [None] * 3
+        fill_gradient_rows(filled, y, x, [2, 0], axis=1)
+        first, last = _backward_ops(filled[0], y), _backward_ops(filled[2], y)
+        assert filled[1] is None and first and last and not first & last
+
+
+def test_row_while_loop_keeps_the_loop_for_large_rows(assert_nested_close):
+    """A Hessian through a wide batch: each row's ops are over the rule's ROW_BYTES, so the
+    while_loop runs (no pfor), with its values."""
+    def build():
+        x = tf.constant(RNG.randn(512, 6), tf.float32)
+        theta = tf.constant(RNG.randn(6 * 64), tf.float32)
+        loss = tf.reduce_mean(tf.tanh(tf.matmul(x, tf.reshape(theta, [6, 64]))) ** 2)
+        grad = tf.compat.v1.gradients(loss, theta)[0]
+
+        def body(i, acc):
+            return i + 1, acc.write(i, tf.compat.v1.gradients(grad[i], theta)[0])
+
+        state = lambda: [0, tf.TensorArray(tf.float32, size=6 * 64)]  # noqa: E731
+        ours = row_while_loop(lambda i, _: i < 6 * 64, body, state())[1].stack()
+        looped.extend(op.name for op in tf.compat.v1.get_default_graph().get_operations()
+                      if "pfor" in op.name)
+        return ours, tf.compat.v1.while_loop(lambda i, _: i < 6 * 64, body, state())[1].stack()
+
+    looped = []
+    (got, want), ops = _run(build)
+    assert not looped and "Enter" in ops
+    assert_nested_close(got, want, **TOL)
+
+
+def test_map_fn_through_a_conv_net_runs_map_fn(assert_nested_close):
+    def build():
+        kernel = tf.constant(RNG.randn(3, 3, 1, 2), tf.float32)
+        images = tf.constant(RNG.randn(4, 6, 6, 1), tf.float32)
+
+        def saliency(image):
+            out = tf.nn.conv2d(image[None], kernel, 1, "SAME")
+            return tf.compat.v1.gradients(tf.reduce_sum(tf.sin(out)), image)[0]
+
+        ours = gradient_map_fn(saliency, images)
+        pfor.extend(op.name for op in tf.compat.v1.get_default_graph().get_operations()
+                    if "pfor" in op.name)
+        return ours, tf.map_fn(saliency, images)
+
+    pfor = []
+    (got, want), _ = _run(build)
+    assert not pfor
+    assert_nested_close(got, want, **TOL)

@@ -10,7 +10,7 @@ from compat_grads.bench import suite
 def test_quick_suite_runs_and_reports(tmp_path):
     report = suite.run(quick=True, out_dir=str(tmp_path), plot=False, log=lambda _: None)
     workloads = {m["workload"] for m in report["measures"]}
-    assert len(workloads) == 8
+    assert len(workloads) == 9
     for workload in workloads:
         rows = [m for m in report["measures"] if m["workload"] == workload]
         assert sum(m["ours"] for m in rows) >= 1 and len(rows) >= 3
@@ -24,11 +24,19 @@ def test_quick_suite_runs_and_reports(tmp_path):
         "per_example_gradients eager vs eager loop over examples (per-example gradients, "
         "MLP (b=4))",
         "TF1 build time flat: build(largest m) / build(smallest m)"}
+    few = [m["recipe"] for m in report["measures"] if m["workload"].startswith("few rows")]
+    assert {"loop of tape.gradient in tf.function", "compat_grads gradient_rows in "
+            "tf.function", "compat_grads gradient_row_list in tf.function"} <= set(few)
+    assert {r["recipe"] for r in report["tf1_cnn"]} == {
+        "Python loop of tf.gradients", "compat_grads stacked_jacobian (auto)",
+        "compat_grads gradient_rows", "compat_grads gradient_row_list"}
+    assert sum("(few rows, CNN)" in t["target"] for t in report["targets"]) == 6
     with open(os.path.join(tmp_path, "bench.json")) as handle:
         assert json.load(handle)["quick"] is True
     table = suite.markdown(report)
     assert table.startswith("| workload | recipe | ms | their ms / our eager ms |")
     assert "| target | measured | goal | met |" in table
+    assert "| TF1 CNN class rows: batch | recipe |" in table
 
 
 def test_distribute_bench_runs_on_logical_devices_and_reports(tmp_path, capsys):

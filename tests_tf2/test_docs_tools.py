@@ -108,3 +108,24 @@ def test_performance_page_tables():
     assert "Date: 2026-01-02" in page and "TensorFlow 2.21.0, no JAX" in page
     assert "$ python docs/make_performance.py --quick" in page
     assert ".. image:: _static/bench/tf1_graph.png" in page
+
+
+def test_performance_page_states_the_vectorizing_rule_and_its_measurements():
+    from compat_grads import _cost
+
+    report = {"measures": [], "quick": True, "targets": [], "memory": [], "tf1_graph": [],
+              "tf1_cnn": [{"batch": 4, "recipe": "compat_grads gradient_rows", "build_s": 0.2,
+                           "run_ms": 9.0, "ratio": 0.98}]}
+    meta = {"date": "2026-01-02", "minutes": 3.5, "machine": "CPU, 2 cores, Linux",
+            "load": 1.0, "python": "3.11.7", "tensorflow": "2.21.0", "jax": None,
+            "numpy": "2.4.6", "command": "python docs/make_performance.py --quick",
+            "bench": "compat-grads bench --out <temporary folder> --quick"}
+    routes = [{"workload": "MLP Hessian (1,079 rows, b=375)", "recipe": "compat_grads (auto)",
+               "ms": 700.0, "ratio": 0.97, "row_kib": 529.0, "plan": "while_loop"}]
+    page = make_performance.page(report, meta, routes)
+    assert ".. _vectorize-rule:\n\nWhen compat_grads vectorizes\n" in page
+    assert f"more than {_cost.ROW_BYTES // 1024} KiB" in page
+    assert "   * - MLP Hessian (1,079 rows, b=375)\n     - compat\\_grads (auto)\n" in page
+    assert "$ python -m compat_grads.bench.routes" in page
+    assert "     - 0.98\n" in page and "few rows through a CNN" in page
+    assert "The measurements behind" not in make_performance.page(report, meta)

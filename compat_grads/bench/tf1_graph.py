@@ -1,6 +1,7 @@
 """TF1 graph build and run for m target elements (weights fed as placeholders, so constant
-size does not dominate). Run in its own process: `python -m compat_grads.bench.tf1_graph
-REPEATS LOOP_MAX M...`; prints one JSON line: a list of rows."""
+size does not dominate), or the few class rows through a small CNN. Run in its own
+process: `python -m compat_grads.bench.tf1_graph REPEATS LOOP_MAX M...` (or `... cnn
+REPEATS BATCH`); prints one JSON line: a list of rows."""
 
 import json
 import sys
@@ -67,9 +68,69 @@ def measure(m, build, repeats):
             "checksum": float(np.sum(value))}
 
 
+CLASSES = 10
+
+
+def cnn_recipes():
+    """The class rows of a CNN's logits: the loop of tf.gradients and what replaces it."""
+    import compat_grads as cg
+    from compat_grads.migrate import gradient_row_list, gradient_rows
+
+    every = range(CLASSES)
+    return {
+        "Python loop of tf.gradients": lambda y, x: tf.stack(
+            [tf.compat.v1.gradients(y[:, c], x)[0] for c in every]),
+        "compat_grads stacked_jacobian (auto)": lambda y, x: cg.stacked_jacobian(
+            tf.reduce_sum(y, 0), x),
+        "compat_grads gradient_rows": lambda y, x: gradient_rows(y, x, every, axis=1),
+        "compat_grads gradient_row_list": lambda y, x: tf.stack(
+            gradient_row_list(y, x, every, axis=1)),
+    }
+
+
+def cnn_logits(x, seed=0):
+    """Two 3x3 conv layers with ReLU and 2x2 max pooling, then a dense layer: (b, 10)."""
+    rng = np.random.default_rng(seed)
+    first = tf.constant(rng.standard_normal((3, 3, 1, 16)).astype(np.float32) * 0.3)
+    second = tf.constant(rng.standard_normal((3, 3, 16, 32)).astype(np.float32) * 0.1)
+    dense = tf.constant(rng.standard_normal((7 * 7 * 32, CLASSES)).astype(np.float32) / 40)
+    h = tf.nn.max_pool2d(tf.nn.relu(tf.nn.conv2d(x, first, 1, "SAME")), 2, 2, "VALID")
+    h = tf.nn.max_pool2d(tf.nn.relu(tf.nn.conv2d(h, second, 1, "SAME")), 2, 2, "VALID")
+    return tf.reshape(h, [-1, 7 * 7 * 32]) @ dense
+
+
+def measure_cnn(batch, repeats):
+    """The CNN's class rows in one graph, each recipe checked against the loop, then
+    timed side by side (interleaved)."""
+    from compat_grads.bench.timing import interleaved_ms
+
+    with tf.Graph().as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [None, 28, 28, 1])
+        logits = cnn_logits(x)
+        outs, builds = {}, {}
+        for name, build in cnn_recipes().items():
+            start = time.perf_counter()
+            outs[name] = build(logits, x)
+            builds[name] = time.perf_counter() - start
+        feed = {x: np.random.default_rng(1).standard_normal((batch, 28, 28, 1)).astype(
+            np.float32)}
+        with tf.compat.v1.Session() as session:
+            values = session.run(outs, feed)
+            want = values["Python loop of tf.gradients"]
+            for name, value in values.items():
+                np.testing.assert_allclose(value, want, rtol=2e-3, atol=1e-5, err_msg=name)
+            ms = interleaved_ms({name: lambda out=out: session.run(out, feed)
+                                 for name, out in outs.items()}, repeats)
+    return [{"batch": batch, "recipe": name, "build_s": builds[name], "run_ms": ms[name],
+             "ratio": ms[name] / ms["Python loop of tf.gradients"]} for name in outs]
+
+
 def main(argv):
-    repeats, loop_max, *sizes = map(int, argv)
     tf.compat.v1.disable_v2_behavior()
+    if argv[0] == "cnn":
+        print(json.dumps(measure_cnn(int(argv[2]), int(argv[1]))))
+        return 0
+    repeats, loop_max, *sizes = map(int, argv)
     rows = []
     for m in sizes:
         for name, build in recipes().items():

@@ -265,3 +265,59 @@ def per_example(kind, batch, repeats):
     }
     return _time(f"per-example gradients, {kind} (b={batch})", recipes,
                  recipes[f"{OURS} per_example_gradients, eager"], repeats, as_array=flat)
+
+
+def _cnn(seed=0):
+    """Two 3x3 conv layers with ReLU and 2x2 max pooling, then a dense layer to 10 classes,
+    for 28x28x1 inputs."""
+    rng = _rng(seed)
+    first = tf.constant(rng.standard_normal((3, 3, 1, 16)).astype(np.float32) * 0.3)
+    second = tf.constant(rng.standard_normal((3, 3, 16, 32)).astype(np.float32) * 0.1)
+    dense = tf.constant(rng.standard_normal((7 * 7 * 32, 10)).astype(np.float32) / 40)
+
+    def logits(x):
+        h = tf.nn.max_pool2d(tf.nn.relu(tf.nn.conv2d(x, first, 1, "SAME")), 2, 2, "VALID")
+        h = tf.nn.max_pool2d(tf.nn.relu(tf.nn.conv2d(h, second, 1, "SAME")), 2, 2, "VALID")
+        return tf.reshape(h, [-1, 7 * 7 * 32]) @ dense
+    return logits
+
+
+def _tape_rows(logits, x):
+    """The loop of tape.gradient: one reverse pass per class."""
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        y = logits(x)
+        columns = [y[:, c] for c in range(10)]
+    return tf.stack([tape.gradient(column, x) for column in columns])
+
+
+def cnn_class_rows(batch, repeats):
+    """The 10 class rows d logits[:, c] / d x through a small CNN: few rows, each a whole
+    reverse pass through convolutions, where pfor loses to separate passes."""
+    from compat_grads import migrate
+
+    logits = _cnn()
+    x = tf.constant(_rng(7).standard_normal((batch, 28, 28, 1)).astype(np.float32))
+
+    def summed(v):
+        return tf.reduce_sum(logits(v), 0)
+
+    def rows_by(helper):
+        def rows(v):
+            y = logits(v)
+            return tf.convert_to_tensor(helper(y, v, range(10), axis=1))
+        return rows
+
+    ours = tf.function(lambda v: cg.stacked_jacobian(summed, v))
+    recipes = {
+        f"{OURS} stacked_jacobian (auto), eager": lambda: cg.stacked_jacobian(summed, x),
+        f"{OURS} stacked_jacobian (auto) in tf.function": lambda: ours(x),
+        f"{OURS} gradient_rows in tf.function": _functioned(rows_by(migrate.gradient_rows), x),
+        f"{OURS} gradient_row_list in tf.function": _functioned(
+            rows_by(migrate.gradient_row_list), x),
+        "loop of tape.gradient in tf.function": _functioned(lambda v: _tape_rows(logits, v), x),
+        "tape.jacobian in tf.function": _functioned(
+            lambda v: _tape_jacobian(summed, v), x),
+    }
+    return _time(f"few rows through a CNN (b={batch})", recipes,
+                 recipes["loop of tape.gradient in tf.function"], repeats)

@@ -1,7 +1,8 @@
 """Runtime-checked migration helpers: what `compat-grads scan --fix` rewrites a legacy loop
 to when the source alone cannot prove a vectorized rewrite equal. Each has the exact
 semantics of the code it replaces: it computes vectorized when the values it gets at run
-time allow, and runs that very code otherwise. TensorFlow is imported on first call only,
+time allow and the static rule of `compat_grads._cost` finds that faster, and runs that
+very code otherwise (never slower than it). TensorFlow is imported on first call only,
 so the scanner never loads it."""
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ def gradient_rows(ys, xs, indices, axis=0, index=0):
     the sum of that slice (what `tf.gradients` computes). Computed as one Jacobian of the
     slice sums (`compat_grads.stacked_jacobian`) when `ys` is one float tensor of known rank
     in a graph or `tf.function`, `indices` are integers within its static length (or the
-    length is unknown and none is negative) and the source is a float tensor or variable
-    that appears once in `xs`; otherwise by the loop itself, errors included.
+    length is unknown and none is negative), the source is a float tensor or variable
+    that appears once in `xs`, and the static rule of `compat_grads._cost` does not run
+    these rows one by one (convolutions, pooling, or large rows: there the loop is
+    faster); otherwise by the loop itself, errors included.
 
     Args:
       ys: what the loop indexed (a tensor; anything else runs the loop).
@@ -50,7 +53,9 @@ def gradient_row_list(ys, xs, indices, axis=0, index=0, cached=None):
     the Python list the loop built (None for a row that does not depend on `xs`).
 
     With `cached`, a row already there is kept, as the caching comprehension
-    `[<row i> if cached[i] is None else cached[i] for i in indices]` keeps it.
+    `[<row i> if cached[i] is None else cached[i] for i in indices]` keeps it, and each
+    missing row is computed on its own, by the loop: a cache is read a row at a time, and a
+    row sliced from one Jacobian would compute every row each time it is fetched.
     `index=None` takes each result as `(g,) = tf.gradients(...)` unpacks it (a
     `ValueError` when `xs` gives more than one gradient).
 
@@ -65,32 +70,32 @@ def gradient_row_list(ys, xs, indices, axis=0, index=0, cached=None):
     from compat_grads._tf import tf
 
     indices = list(indices)
-    missing = indices if cached is None else [i for i in indices if cached[i] is None]
-    computed = iter(_row_list(tf, ys, xs, missing, axis, index))
+    if cached is None:
+        computed = iter(_row_list(tf, ys, xs, indices, axis, index))
+    else:
+        computed = iter(_loop(tf, ys, xs, [i for i in indices if cached[i] is None], axis,
+                              index))
     return [next(computed) if cached is None or cached[i] is None else cached[i]
             for i in indices]
 
 
 def fill_gradient_rows(rows, ys, xs, indices, axis=0, index=0):
     """`for i in indices: if rows[i] is None: rows[i] = tf.gradients(row_i, xs)[index]`:
-    fills the missing rows of a cache list in place, each once, in the loop's order.
+    fills the missing rows of a cache in place, each once, in the loop's order, each by its
+    own pass (fetching one row later runs that row alone): the loop itself.
 
     Args:
-      rows: the cache, a list with None where a row is missing (anything else runs the
-        loop itself).
+      rows: the cache, a list (or anything indexable by the indices) with None where a row
+        is missing.
       ys, xs, indices, axis, index: as for `gradient_row_list`.
     """
     from compat_grads._tf import tf
 
-    indices = list(indices)
-    wanted = _first_missing(rows, indices)
-    if wanted is None:
-        for i in indices:
-            if rows[i] is None:
-                rows[i] = _loop(tf, ys, xs, [i], axis, index)[0]
-        return
-    for i, row in zip(wanted, _row_list(tf, ys, xs, wanted, axis, index)):
-        rows[i] = row
+    # The loop itself: a cache is read a row at a time, so each row is its own pass (one
+    # Jacobian would run every row whenever one is fetched).
+    for i in indices:
+        if rows[i] is None:
+            rows[i] = _loop(tf, ys, xs, [i], axis, index)[0]
 
 
 def row_while_loop(cond, body, loop_vars, **kwargs):
@@ -102,8 +107,10 @@ def row_while_loop(cond, body, loop_vars, **kwargs):
     symbolic index is `index < n`, and the body run once on it does exactly that (and makes
     no random numbers or other state changes), the rows are computed at once with
     `tf.vectorized_map` (which runs the body's own ops, gradients included, for every index
-    together) and scattered into the TensorArray. Otherwise, and in eager mode, the
-    while_loop itself runs.
+    together) and scattered into the TensorArray, unless
+    the static rule of `compat_grads._cost`, reading the ops and sizes of that one row,
+    finds the loop faster (convolutions, pooling, TF2 loops, large rows). Otherwise, and in
+    eager mode, the while_loop itself runs.
 
     Returns:
       What the while_loop returns: the final index and the filled TensorArray, in the
@@ -121,7 +128,9 @@ def gradient_map_fn(fn, elems, **kwargs):
     """`tf.compat.v1.map_fn(fn, elems, **kwargs)` for a `fn` that takes gradients of its
     element: with one float tensor `elems` in a graph or `tf.function` and an `fn` that
     returns one tensor of the same dtype (and makes nothing random), computed with
-    `tf.vectorized_map(fn, elems)` for every element together; otherwise by `map_fn`.
+    `tf.vectorized_map(fn, elems)` for every element together, unless the static rule of
+    `compat_grads._cost`, reading the ops and sizes of one element's call, finds `map_fn`
+    faster; otherwise by `map_fn`.
 
     Returns:
       What `map_fn` returns.
@@ -229,30 +238,15 @@ def _positions(indices, length):
     return [i % length for i in ints]
 
 
-def _first_missing(rows, indices):
-    """The indices whose row the filling loop computes (the first of each position whose
-    entry is None), or None when `rows` is not a list or an index is not an int."""
-    if not isinstance(rows, list):
-        return None
-    try:
-        ints = [operator.index(i) for i in indices]
-    except TypeError:
-        return None
-    if not all(-len(rows) <= i < len(rows) for i in ints):
-        return None  # the loop raises its IndexError
-    wanted, seen = [], set()
-    for i in ints:
-        if rows[i] is None and i % len(rows) not in seen:
-            wanted.append(i)
-            seen.add(i % len(rows))
-    return wanted
-
-
 def _jacobian_rows(tf, ys, source, positions, axis):
-    """The Jacobian of the chosen slice sums; None when not connected or when compat_grads
-    cannot compute it (the loop then runs, and raises what it raises)."""
+    """The Jacobian of the chosen slice sums; None when not connected, when compat_grads
+    cannot compute it, or when the static rule runs these rows one by one (the loop is the
+    faster code then): the loop then runs, and raises what it raises."""
     import compat_grads as cg
+    from compat_grads import _cost
 
+    if not _cost.plan_for(len(positions), [ys], [source]).vectorized:
+        return None
     others = [a for a in range(ys.shape.rank) if a != axis]
     sums = tf.reduce_sum(ys, axis=others) if others else ys
     try:
@@ -310,6 +304,8 @@ def _vectorized_loop(tf, cond, body, loop_vars, kwargs):
     row = tf.autograph.experimental.do_not_convert(
         lambda i: _row(tf, body, tf.cast(i, dtype), array.dtype))
     try:
+        if not _vectorizing_wins(tf, row, tf.get_static_value(count)):
+            return None
         rows = tf.vectorized_map(row, indices)
     except Exception:  # noqa: BLE001 - anything the body does not survive: the loop runs
         return None
@@ -384,6 +380,16 @@ class _deterministic:
 _READS = frozenset({"ReadVariableOp", "VarHandleOp", "VariableV2", "Variable"})
 
 
+def _vectorizing_wins(tf, row, rows) -> bool:
+    """Whether the static rule of `compat_grads._cost` vectorizes `rows` rows (None: known
+    at run time only), reading the ops of one `row(index)` built here (what pfor would
+    stack). Where it does not, the loop itself is the faster code."""
+    from compat_grads import _cost
+
+    _, ops = _cost.new_ops(lambda: row(tf.zeros([], tf.int32)))
+    return _cost.plan(None if rows is None else int(rows), _cost.ops_facts(ops)).vectorized
+
+
 def _vectorized_map(tf, fn, elems, kwargs):
     """map_fn's result from `tf.vectorized_map`, or None."""
     from compat_grads.dispatch import execution_mode
@@ -400,8 +406,12 @@ def _vectorized_map(tf, fn, elems, kwargs):
             raise _NotTheForm
         return out
 
-    try:  # not converted by AutoGraph, as map_fn does not convert fn
-        out = tf.vectorized_map(tf.autograph.experimental.do_not_convert(element), elems)
+    one = tf.autograph.experimental.do_not_convert(element)  # as map_fn does not convert fn
+    try:
+        if not _vectorizing_wins(tf, lambda i: one(tf.gather(elems, i)),
+                                 tf.compat.dimension_value(elems.shape[0])):
+            return None
+        out = tf.vectorized_map(one, elems)
     except Exception:  # noqa: BLE001 - anything fn does not survive: map_fn runs
         return None
     return tf.stop_gradient(out) if kwargs.get("back_prop") is False else out

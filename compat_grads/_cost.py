@@ -1,0 +1,156 @@
+"""When rows run vectorized (pfor) and when one by one: the static rule `strategy="auto"`
+and the migration helpers follow (measured in docs/performance.rst, "When compat_grads
+vectorizes"; `python -m compat_grads.bench.routes` measures it again).
+
+pfor computes every row at once, so each per-row intermediate becomes one tensor `rows` times
+larger. That wins while a row's work is small next to the cost of running its ops (the loop
+is then mostly overhead) and loses once a row's intermediates are large: the stacked tensors
+no longer fit in cache and pfor adds Transposes and Tiles of them, while the loop runs each
+row's ops at full speed on data that fits. pfor also loses at every size through convolutions
+and pooling, whose converters tile the loop-invariant activations once per row, and
+through TF2 loops, which it converts by tracing their bodies again.
+
+The rule reads only what is known while the graph is built: the row count, the sizes and
+the op types of the graph the rows differentiate. Never timings, nor this machine's cores or
+cache: a graph behaves the same wherever it is built and run (a TF1 port's two processes
+included).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from compat_grads._tf import tf
+
+ROW_BYTES = 256 * 2**10
+"""A row whose intermediates take more than this runs one by one (measured: rows of 60 and
+90 KiB win vectorized, 2 to 4 times; rows of 300 and 530 KiB lose, 1.4 and 2.7 to 5.9
+times, and in chunks too)."""
+
+FEW_ROWS = 16
+"""Rows run one by one are separate reverse passes up to this many (a graph of that many
+gradients, as the legacy Python loop built), a while_loop beyond."""
+
+UNKNOWN_DIM = 128
+"""What a dimension unknown while building counts as (a placeholder's None batch): a
+typical batch."""
+
+ONE_BY_ONE_OPS = frozenset({
+    "Conv2D", "Conv3D", "DepthwiseConv2dNative", "Conv2DBackpropInput",
+    "Conv2DBackpropFilter", "Conv3DBackpropInputV2", "Conv3DBackpropFilterV2",
+    "DepthwiseConv2dNativeBackpropInput", "DepthwiseConv2dNativeBackpropFilter",
+    "MaxPool", "MaxPoolV2", "MaxPool3D", "MaxPoolGrad", "MaxPoolGradV2", "MaxPool3DGrad",
+    "AvgPool", "AvgPool3D", "AvgPoolGrad", "AvgPool3DGrad"})
+"""Ops through which vectorized rows lose at every row count and size measured."""
+
+LOOP_OPS = frozenset({"While", "StatelessWhile"})
+"""TF2 loops (tf.while_loop, tf.foldl, tf.scan): pfor converts one by tracing its body again
+through AutoGraph, seconds per loop while building (a second-order batch_jacobian through
+tf.foldl: 37 s to trace vectorized, 4 s in a while_loop, which also runs faster). Always a
+while_loop: separate passes would trace the loop's gradient once per row."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """How rows run: `vectorized` (all at once), or one by one (`separate` reverse passes,
+    else a while_loop). Never in chunks of its own: chunks measured no faster than all rows
+    at once, and as much as 1.5 times slower (forward mode); `chunk_size` bounds memory."""
+
+    vectorized: bool
+    separate: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Facts:
+    """What the rule reads: bytes of one row's intermediates (None: unknown), op types."""
+
+    row_bytes: int | None
+    kinds: frozenset
+
+
+def plan(rows, facts: Facts) -> Plan:
+    """The plan for `rows` rows (an int, or None when only known at run time)."""
+    if facts.kinds & LOOP_OPS:  # one trace in a while_loop, not one per separate pass
+        return Plan(False)
+    if facts.kinds & ONE_BY_ONE_OPS or (facts.row_bytes or 0) > ROW_BYTES:
+        return Plan(False, separate=isinstance(rows, int) and rows <= FEW_ROWS)
+    return Plan(True)
+
+
+def graph_facts(targets, sources) -> Facts:
+    """The facts of the graph between `sources` and `targets`: a row's reverse (or forward)
+    pass makes one tensor like each float tensor that depends on the sources. Unknown for
+    eager tensors."""
+    if not all(_has_op(t) for t in targets):
+        return Facts(None, frozenset())
+    return ops_facts(_between(targets, sources))
+
+
+def ops_facts(ops) -> Facts:
+    """The facts of the ops one row runs (or its forward pass), constants left out."""
+    ops = [op for op in ops if op.type != "Const"]
+    row_bytes = sum(_bytes(t) for op in ops for t in op.outputs if t.dtype.is_floating)
+    return Facts(row_bytes, frozenset(op.type for op in ops))
+
+
+def _bytes(tensor) -> int:
+    if tensor.shape.rank is None:
+        return UNKNOWN_DIM * tensor.dtype.size
+    count = 1
+    for dim in tensor.shape.as_list():
+        count *= UNKNOWN_DIM if dim is None else dim
+    return count * tensor.dtype.size
+
+
+def _between(targets, sources):
+    """The ops on a path from `sources` to `targets` (a variable source: from any variable
+    read, a tensor of the variable being one only inside its graph)."""
+    inside = {id(op): op for op in _ancestors(targets, sources)}
+    todo = [c for s in sources if _has_op(s) and not isinstance(s, tf.Variable)
+            for c in s.consumers()]
+    if any(isinstance(s, tf.Variable) for s in sources):
+        todo += [op for op in inside.values() if op.type in _VARIABLE_OPS]
+    reached = {}
+    while todo:
+        op = todo.pop()
+        if id(op) in reached or id(op) not in inside:
+            continue
+        reached[id(op)] = op
+        todo.extend(c for t in op.outputs for c in t.consumers())
+    return list(reached.values())
+
+
+_VARIABLE_OPS = frozenset({"ReadVariableOp", "VariableV2", "ResourceGather"})
+
+
+def _ancestors(targets, sources):
+    """The ops `targets` are computed by, up to the ops that make `sources`."""
+    stop = {id(s.op) for s in sources if _has_op(s)}
+    seen, todo = set(), [t.op for t in targets]
+    while todo:
+        op = todo.pop()
+        if id(op) in seen or id(op) in stop:
+            continue
+        seen.add(id(op))
+        yield op
+        todo.extend(t.op for t in op.inputs)
+
+
+def _has_op(x) -> bool:
+    try:
+        return x.op is not None and hasattr(x, "consumers")
+    except (AttributeError, ValueError):
+        return False
+
+
+def plan_for(rows, targets, sources) -> Plan:
+    """The plan for `rows` rows of the derivative of `targets` by `sources`."""
+    return plan(rows, graph_facts(targets, sources))
+
+
+def new_ops(run):
+    """`run()`'s value and the ops it added to the default graph."""
+    graph = tf.compat.v1.get_default_graph()
+    before = len(graph.get_operations())
+    value = run()
+    return value, graph.get_operations()[before:]
