@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from compat_grads._graph_walk import between, op_of
 from compat_grads._tf import tf
 
 ROW_BYTES = 256 * 2**10
@@ -81,9 +82,9 @@ def graph_facts(targets, sources) -> Facts:
     """The facts of the graph between `sources` and `targets`: a row's reverse (or forward)
     pass makes one tensor like each float tensor that depends on the sources. Unknown for
     eager tensors."""
-    if not all(_has_op(t) for t in targets):
+    if not all(op_of(t) is not None for t in targets):
         return Facts(None, frozenset())
-    return ops_facts(_between(targets, sources))
+    return ops_facts(between(targets, sources))
 
 
 def ops_facts(ops) -> Facts:
@@ -100,47 +101,6 @@ def _bytes(tensor) -> int:
     for dim in tensor.shape.as_list():
         count *= UNKNOWN_DIM if dim is None else dim
     return count * tensor.dtype.size
-
-
-def _between(targets, sources):
-    """The ops on a path from `sources` to `targets` (a variable source: from any variable
-    read, a tensor of the variable being one only inside its graph)."""
-    inside = {id(op): op for op in _ancestors(targets, sources)}
-    todo = [c for s in sources if _has_op(s) and not isinstance(s, tf.Variable)
-            for c in s.consumers()]
-    if any(isinstance(s, tf.Variable) for s in sources):
-        todo += [op for op in inside.values() if op.type in _VARIABLE_OPS]
-    reached = {}
-    while todo:
-        op = todo.pop()
-        if id(op) in reached or id(op) not in inside:
-            continue
-        reached[id(op)] = op
-        todo.extend(c for t in op.outputs for c in t.consumers())
-    return list(reached.values())
-
-
-_VARIABLE_OPS = frozenset({"ReadVariableOp", "VariableV2", "ResourceGather"})
-
-
-def _ancestors(targets, sources):
-    """The ops `targets` are computed by, up to the ops that make `sources`."""
-    stop = {id(s.op) for s in sources if _has_op(s)}
-    seen, todo = set(), [t.op for t in targets]
-    while todo:
-        op = todo.pop()
-        if id(op) in seen or id(op) in stop:
-            continue
-        seen.add(id(op))
-        yield op
-        todo.extend(t.op for t in op.inputs)
-
-
-def _has_op(x) -> bool:
-    try:
-        return x.op is not None and hasattr(x, "consumers")
-    except (AttributeError, ValueError):
-        return False
 
 
 def plan_for(rows, targets, sources) -> Plan:

@@ -118,12 +118,14 @@ def _rule_section(routes) -> list:
         "  faster than the loop for large rows; ``chunk_size`` stays a memory bound);",
         "- an explicit ``strategy`` (``\"reverse\"``, ``\"forward\"``, ``\"loop\"``)",
         "  keeps its meaning.", "",
-        "The migration helpers follow the same rule: ``gradient_rows`` and",
-        "``gradient_row_list`` run the loop itself where the rule runs rows one by one;",
-        "``row_while_loop`` and ``gradient_map_fn`` build one row, read its ops and",
-        "sizes, and run the ``while_loop`` / ``map_fn`` itself where the rule says so.",
-        "``gradient_row_list(..., cached=...)`` always computes each missing row on its",
-        "own: a cache is read a row at a time.", ""]
+        "The migration helpers follow the same rule: ``gradient_rows`` runs the loop",
+        "itself where the rule runs rows one by one; ``row_while_loop`` and",
+        "``gradient_map_fn`` build one row, read its ops and sizes, and run the",
+        "``while_loop`` / ``map_fn`` itself where the rule says so. Rows kept as a list",
+        "(``gradient_row_list``, ``fill_gradient_rows``) are always computed each on",
+        "its own, as the loop did: real code fetches them a row at a time (a saliency",
+        "map's ``sess.run(grads[k])``, a class-gradient cache), and a row sliced from one",
+        "Jacobian would compute every row at each fetch.", ""]
     if not routes:
         return lines
     lines += [

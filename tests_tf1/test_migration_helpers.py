@@ -383,12 +383,14 @@ def test_class_rows_through_a_conv_net_run_the_loop(helper, assert_nested_close)
     assert_nested_close(list(got), want, **TOL)
 
 
-def test_a_cached_row_computes_only_itself():
-    """Once a cache is filled (gradient_row_list with cached=, fill_gradient_rows), fetching
-    one class row runs that row's pass alone."""
+@pytest.mark.parametrize("cached", [None, [None] * 3], ids=["a list", "a cache"])
+def test_a_listed_row_computes_only_itself(cached):
+    """Rows kept as a list (gradient_row_list, fill_gradient_rows) are fetched a row at a
+    time by real code (a saliency map's sess.run(grads[k]), a class-gradient cache):
+    fetching one row runs that row's pass alone."""
     with tf.Graph().as_default():
         x, w, y = _net()
-        rows = gradient_row_list(y, x, range(3), axis=1, cached=[None] * 3)
+        rows = gradient_row_list(y, x, range(3), axis=1, cached=cached)
         again = gradient_row_list(y, x, range(3), axis=1, cached=[rows[0], None, rows[2]])
         passes = [_backward_ops(row, y) for row in (*rows, again[1])]
         assert all(passes) and all(not a & b for k, a in enumerate(passes)

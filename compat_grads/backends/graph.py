@@ -4,6 +4,7 @@ or a `tf.function` body). Forward-mode products come from the double-VJP trick."
 import functools
 
 from compat_grads._errors import DerivativeError, is_ours, last_line, message
+from compat_grads._graph_walk import between
 from compat_grads._python_ops import PYTHON_OP_TYPES, python_op
 from compat_grads._structure import densify, pairs, zeros_for_none
 from compat_grads._tf import tf
@@ -92,7 +93,7 @@ class GraphBackend(Backend):
         # not one the target runs: its Enter ops only bring outside tensors in.
         inside = _enclosing_contexts()
         found = {}
-        for op in _between(self.targets, self._sources):
+        for op in between(self.targets, self._sources):
             if op.type in _V1_CONTROL_FLOW and id(op._get_control_flow_context()) not in inside:
                 found.setdefault(op.type, op)
         return found
@@ -153,27 +154,6 @@ def _enclosing_contexts():
         found.add(id(context))
         context = context.outer_context
     return found
-
-
-def _between(targets, sources):
-    """The ops on a path from `sources` to `targets`: the ones whose gradients
-    tf.gradients builds (an op the sources do not reach is a constant to it)."""
-    source_ops = {id(t.op) for t in sources if hasattr(t, "op")}
-    reaches, between, todo = {}, [], [t.op for t in targets]
-    while todo:  # depth first, without recursion: real models are deep
-        op, key = todo[-1], id(todo[-1])
-        if reaches.get(key) is not None:
-            todo.pop()
-        elif key in source_ops:
-            reaches[key] = True
-        elif key not in reaches:
-            reaches[key] = None  # being visited: a v1 loop's back edge meets it again
-            todo.extend(t.op for t in op.inputs if id(t.op) not in reaches)
-        else:
-            reaches[key] = any(reaches.get(id(t.op)) for t in op.inputs)
-            if reaches[key]:
-                between.append(op)
-    return between
 
 
 def _ancestors(targets, stop_at):

@@ -52,10 +52,12 @@ def gradient_row_list(ys, xs, indices, axis=0, index=0, cached=None):
     """`[tf.gradients(row_i, xs)[index] for i in indices]`: the rows of `gradient_rows` as
     the Python list the loop built (None for a row that does not depend on `xs`).
 
-    With `cached`, a row already there is kept, as the caching comprehension
-    `[<row i> if cached[i] is None else cached[i] for i in indices]` keeps it, and each
-    missing row is computed on its own, by the loop: a cache is read a row at a time, and a
-    row sliced from one Jacobian would compute every row each time it is fetched.
+    Each row is its own gradient, as the loop built it: code that keeps the rows as a list
+    may fetch them one at a time (`sess.run(rows[k])`, a class-gradient cache), and a row
+    sliced from one Jacobian would compute every row each time it is fetched. Rows used
+    together are faster stacked: `gradient_rows`, or `cg.stacked_jacobian`. With `cached`,
+    a row already there is kept, as the caching comprehension
+    `[<row i> if cached[i] is None else cached[i] for i in indices]` keeps it.
     `index=None` takes each result as `(g,) = tf.gradients(...)` unpacks it (a
     `ValueError` when `xs` gives more than one gradient).
 
@@ -70,11 +72,8 @@ def gradient_row_list(ys, xs, indices, axis=0, index=0, cached=None):
     from compat_grads._tf import tf
 
     indices = list(indices)
-    if cached is None:
-        computed = iter(_row_list(tf, ys, xs, indices, axis, index))
-    else:
-        computed = iter(_loop(tf, ys, xs, [i for i in indices if cached[i] is None], axis,
-                              index))
+    missing = indices if cached is None else [i for i in indices if cached[i] is None]
+    computed = iter(_loop(tf, ys, xs, missing, axis, index))
     return [next(computed) if cached is None or cached[i] is None else cached[i]
             for i in indices]
 
@@ -144,14 +143,6 @@ def gradient_map_fn(fn, elems, **kwargs):
 
 
 # -- the gradient rows -------------------------------------------------------------------
-
-
-def _row_list(tf, ys, xs, indices, axis, index):
-    """The list the loop builds, vectorized when it can be."""
-    rows = _vectorized(tf, ys, xs, indices, axis, index) if indices else None
-    if rows is not None:
-        return tf.unstack(rows, num=len(indices))
-    return _loop(tf, ys, xs, indices, axis, index)
 
 
 def _loop(tf, ys, xs, indices, axis, index):
