@@ -82,9 +82,15 @@ def graph_facts(targets, sources) -> Facts:
     """The facts of the graph between `sources` and `targets`: a row's reverse (or forward)
     pass makes one tensor like each float tensor that depends on the sources. Unknown for
     eager tensors."""
+    return path_facts(targets, lambda: between(targets, sources))
+
+
+def path_facts(targets, path_ops) -> Facts:
+    """`graph_facts` from `path_ops()`, the ops between the sources and `targets` (a
+    backend's own walk, which sees the sources as tf.gradients does)."""
     if not all(op_of(t) is not None for t in targets):
         return Facts(None, frozenset())
-    return ops_facts(between(targets, sources))
+    return ops_facts(path_ops())
 
 
 def ops_facts(ops) -> Facts:

@@ -103,8 +103,8 @@ def _plan(backend, count, how) -> _cost.Plan:
     """The static rule's plan for "auto"; an explicit strategy vectorizes all at once."""
     if not how.planned:
         return _cost.Plan(True)
-    return _cost.plan_for(count if isinstance(count, int) else None, backend.targets,
-                          backend.sources)
+    return _cost.plan(count if isinstance(count, int) else None,
+                      _cost.path_facts(backend.targets, backend.path_ops))
 
 
 def _loop(backend, fn, count, like, chunk, vectorizing, separate=False):

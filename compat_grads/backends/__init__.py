@@ -9,6 +9,8 @@
 - `vjp_backend(cotangents_of)`: a backend of the same kind for the first derivative
   `x -> vjp(x, cotangents_of(targets))`, one target per source: second order composes;
 - `cannot_vectorize()`: a reason pfor must not be tried, or None;
+- `path_ops()`: the graph ops between the sources and the targets (what the static rule of
+  `compat_grads._cost` and the control-flow checks read);
 - `forward_per_row()`: a reason each row must run the forward pass again, or None;
 - `fresh()`: the same problem served anew (a callable target run again: the rows that need
   their own forward pass are built on it), or None for a tensor target;
@@ -22,6 +24,7 @@ unconnected one order up.
 import dataclasses
 
 from compat_grads._errors import DerivativeError, message
+from compat_grads._graph_walk import between
 from compat_grads._python_ops import python_op
 from compat_grads._structure import Problem, densify, pairs
 from compat_grads._tf import tf
@@ -63,6 +66,11 @@ class Backend:
 
     def forward_per_row(self):
         return None
+
+    def path_ops(self) -> list:
+        """The graph ops on a path from the sources to the targets (what a row
+        differentiates; empty for eager tensors, which have none)."""
+        return between(self.targets, self.sources)
 
     def sibling(self, fn):
         """A backend of the same kind, for the same sources and another callable target."""

@@ -70,6 +70,15 @@ class GraphBackend(Backend):
         return GraphBackend(self._derived(target=zeros_for_none(grads, self._problem.flat),
                                           fn=None), self._sources)
 
+    def path_ops(self) -> list:
+        """The ops between the sources as tf.gradients sees them (handles, captured copies)
+        and the targets: walked once per backend."""
+        return self._path_ops
+
+    @functools.cached_property
+    def _path_ops(self):
+        return between(self.targets, self._sources)
+
     def cannot_vectorize(self):
         """Why pfor must not be used for these targets (None when it may be)."""
         found = next(iter(self._v1_control_flow.values()), None)
@@ -93,7 +102,7 @@ class GraphBackend(Backend):
         # not one the target runs: its Enter ops only bring outside tensors in.
         inside = _enclosing_contexts()
         found = {}
-        for op in between(self.targets, self._sources):
+        for op in self.path_ops():
             if op.type in _V1_CONTROL_FLOW and id(op._get_control_flow_context()) not in inside:
                 found.setdefault(op.type, op)
         return found
