@@ -54,6 +54,12 @@ def execution_mode() -> Mode:
     return GRAPH
 
 
+def runs_eagerly() -> bool:
+    """Whether the calling code executes eagerly: the question other modules ask the shim
+    instead of reading the mode themselves."""
+    return execution_mode() == EAGER
+
+
 def backend_for(problem: Problem, order: int = 1):
     """The backend that serves `problem` in the current mode (see the table above).
 

@@ -166,9 +166,9 @@ def _vectorized(tf, ys, xs, indices, axis, index):
 
 def _vectorizable(tf, ys, xs, indices, axis, index):
     """(source, indices within range) when the vectorized route gives the loop's values."""
-    from compat_grads.dispatch import execution_mode
+    from compat_grads.dispatch import runs_eagerly
 
-    if execution_mode() == "eager" or not tf.is_tensor(ys) or not indices:
+    if runs_eagerly() or not tf.is_tensor(ys) or not indices:
         return None
     rank = ys.shape.rank
     if rank is None or rank <= axis or not ys.dtype.is_floating:
@@ -277,9 +277,9 @@ class _Recorder:
 
 def _vectorized_loop(tf, cond, body, loop_vars, kwargs):
     """The while_loop's result from `tf.vectorized_map`, or None."""
-    from compat_grads.dispatch import execution_mode
+    from compat_grads.dispatch import runs_eagerly
 
-    if execution_mode() == "eager" or set(kwargs) - _LOOP_KEYWORDS:
+    if runs_eagerly() or set(kwargs) - _LOOP_KEYWORDS:
         return None
     if not isinstance(loop_vars, (list, tuple)) or len(loop_vars) != 2:
         return None
@@ -383,9 +383,9 @@ def _vectorizing_wins(tf, row, rows) -> bool:
 
 def _vectorized_map(tf, fn, elems, kwargs):
     """map_fn's result from `tf.vectorized_map`, or None."""
-    from compat_grads.dispatch import execution_mode
+    from compat_grads.dispatch import runs_eagerly
 
-    if execution_mode() == "eager" or set(kwargs) - _MAP_KEYWORDS:
+    if runs_eagerly() or set(kwargs) - _MAP_KEYWORDS:
         return None
     if not tf.is_tensor(elems) or not elems.dtype.is_floating or not elems.shape.rank:
         return None
