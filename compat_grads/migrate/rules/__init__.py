@@ -24,4 +24,15 @@ MODULES = (cg101_jacobian_loop, cg102_jacobian_stack, cg103_map_fn_gradients,
            cg109_while_loop_jacobian, cg110_tape_gradient_loop)
 RULES = tuple(module.RULE for module in MODULES)
 
-__all__ = ["MODULES", "RULES"]
+__all__ = ["MODULES", "RULES", "rst_lines"]
+
+
+def rst_lines() -> list[str]:
+    """The rule list of docs/scan.rst, as reStructuredText lines: one definition-list item
+    per rule, its heading the term and its docs the definition."""
+    lines = []
+    for rule in RULES:
+        lines.append(rule.heading)
+        lines += [f"   {line}" if line else "" for line in rule.docs.splitlines()]
+        lines.append("")
+    return lines
