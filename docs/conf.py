@@ -1,7 +1,8 @@
 """Sphinx configuration: the guide, the migration notes, the API reference, performance.
 
 The build needs no network: TensorFlow's and NumPy's inventories are generated files in
-_inventories/ (docs/make_inventories.py), and _ext/ holds the one local extension.
+_inventories/ (docs/make_inventories.py), and _ext/ holds the local extensions: TensorFlow's
+names as links (api_links), and scan.rst's rule list made from the rule modules (scan_rules).
 """
 
 import pathlib
@@ -17,6 +18,7 @@ extensions = [
     "sphinx.ext.intersphinx",
     "sphinx_copybutton",
     "api_links",
+    "scan_rules",
 ]
 # Single backticks in our Google-style docstrings are code: a Python reference, linked when
 # it names something (ours, TensorFlow's, NumPy's), monospace text when it does not.

@@ -2,19 +2,30 @@
 meaning is provably kept with LibCST (imported only for `--diff` / `--fix`), and the
 runtime-checked helpers (`gradient_rows`, `gradient_row_list`, `fill_gradient_rows`,
 `row_while_loop`, `gradient_map_fn`) it rewrites to where the source alone cannot
-prove a rewrite (they import TensorFlow when called, never at import)."""
+prove a rewrite. The helpers live in `compat_grads.migrate.runtime`, loaded (with
+TensorFlow) on first use of one of their names, never by the scanner."""
+
+from __future__ import annotations
+
+import importlib
 
 from compat_grads.migrate.codes import CODES
 from compat_grads.migrate.command import add_arguments, fix_text, run, scan_text
-from compat_grads.migrate.helpers import (
-                                          fill_gradient_rows,
-                                          gradient_map_fn,
-                                          gradient_row_list,
-                                          gradient_rows,
-                                          row_while_loop,
-)
 from compat_grads.migrate.sources import ScanError
+
+_RUNTIME = ("fill_gradient_rows", "gradient_map_fn", "gradient_row_list", "gradient_rows",
+            "row_while_loop")
 
 __all__ = ["CODES", "ScanError", "add_arguments", "fill_gradient_rows", "fix_text",
            "gradient_map_fn", "gradient_row_list", "gradient_rows", "row_while_loop", "run",
            "scan_text"]
+
+
+def __getattr__(name: str):
+    if name in _RUNTIME:
+        return getattr(importlib.import_module("compat_grads.migrate.runtime"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_RUNTIME))

@@ -13,6 +13,7 @@ import os
 import sys
 
 from compat_grads.migrate import codes, finder, sources
+from compat_grads.migrate.findings import Finding
 from compat_grads.migrate.names import Names
 
 _FIX_ROUNDS = 3  # a fix nested inside another lands in the next round
@@ -24,7 +25,7 @@ class Report:
     """What one run found: findings per file, per-file errors, fixes and diffs."""
 
     files: int = 0
-    findings: list[tuple[str, int | None, finder.Finding]] = dataclasses.field(
+    findings: list[tuple[str, int | None, Finding]] = dataclasses.field(
         default_factory=list)
     errors: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     internal: int = 0  # how many of the errors are the scanner's own bugs
@@ -71,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     return 2 if report.errors else 1 if report.findings else 0
 
 
-def scan_text(text: str, path: str = "<string>") -> list[finder.Finding]:
+def scan_text(text: str, path: str = "<string>") -> list[Finding]:
     """The findings in Python source `text` (every code).
 
     Raises:
@@ -125,7 +126,7 @@ def _scan_file(path: str, args: argparse.Namespace, selected: set[str], report: 
 
 
 def _findings(file: sources.SourceFile,
-              selected: set[str]) -> list[tuple[int | None, finder.Finding]]:
+              selected: set[str]) -> list[tuple[int | None, Finding]]:
     if not any("tensorflow" in u.source or "keras" in u.source for u in file.units):
         return []  # every finding needs a TensorFlow or Keras import: skip the analysis
     names = Names(unit.tree for unit in file.units)
@@ -133,9 +134,9 @@ def _findings(file: sources.SourceFile,
             for f in finder.find(unit.tree, unit.source, names) if f.code in selected]
 
 
-def _rewrite(file: sources.SourceFile, found: list[tuple[int | None, finder.Finding]],
+def _rewrite(file: sources.SourceFile, found: list[tuple[int | None, Finding]],
              selected: set[str], args: argparse.Namespace,
-             report: Report) -> list[tuple[int | None, finder.Finding]]:
+             report: Report) -> list[tuple[int | None, Finding]]:
     """Fixes the file (writes it, or records the diff); returns the findings that remain."""
     text = fix_text(file.units[0].source, file.path, selected)
     if args.diff:

@@ -9,7 +9,7 @@ import libcst as cst
 from libcst.helpers import get_full_name_for_node
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from compat_grads.migrate.finder import Finding
+from compat_grads.migrate.findings import Finding
 from compat_grads.migrate.names import canonical
 
 LINE_LENGTH = 100  # rewritten statements longer than this get their call's arguments wrapped

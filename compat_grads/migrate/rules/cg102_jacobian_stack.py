@@ -1,0 +1,62 @@
+"""CG102: `tf.stack([tf.gradients(y[i], x)[0] for i in ...])`, a hand-built Jacobian."""
+
+from __future__ import annotations
+
+import ast
+
+from compat_grads.migrate import patterns as pt
+from compat_grads.migrate.context import Context, axis_zero
+from compat_grads.migrate.findings import Edit, Finding, Rule
+from compat_grads.migrate.rowtext import row_advice, rows_text, suggest
+from compat_grads.migrate.rules.cg101_jacobian_loop import why_not
+
+DOCS = """\
+.. code-block:: python
+
+   J = tf.stack([tf.gradients(y[i], x)[0] for i in range(n)])
+   # --fix:
+   J = cg.stacked_jacobian(tf.reduce_sum(y[:n], axis=tf.range(1, tf.rank(y[:n]))), x)
+
+Report only with ``axis`` other than 0, ``grad_ys`` or other value-changing arguments, or
+filters in the comprehension.
+"""
+
+
+def check(ctx: Context, node: ast.AST) -> list[Finding]:
+    """CG102 at a `tf.stack` of a list comprehension of gradient rows."""
+    if not (isinstance(node, ast.Call) and ctx.names.qualname(node) == "tf.stack"):
+        return []
+    args = pt.call_args(node, ("values", "axis"))
+    comp = args[0] if args else None
+    if not isinstance(comp, ast.ListComp):
+        return []
+    grads = ctx.gradients_in(comp.elt)
+    if not grads or not any(ctx.enclosing_loop(g) in comp.generators for g in grads):
+        return []
+    ctx.handled |= {id(g) for g in grads}
+    edits = _stack_edits(ctx, node, comp, args[1])
+    unit, advice = row_advice(grads)
+    why = "" if edits else why_not(ctx, grads[0], comp.generators[0])
+    return [ctx.finding(node, RULE.code, RULE.message(
+        "stack", unit=unit, use=suggest(edits, advice), why=why), edits)]
+
+
+def _stack_edits(ctx: Context, node: ast.Call, comp: ast.ListComp,
+                 axis: ast.expr | None) -> tuple[Edit, ...]:
+    extra = {k.arg for k in node.keywords} - {"values", "axis"}
+    if ctx.writer is None or extra or not axis_zero(axis) or len(comp.generators) != 1:
+        return ()
+    gen = comp.generators[0]
+    shape = ctx.loop_of(gen)
+    if gen.ifs or gen.is_async or shape is None or shape.why:
+        return ()
+    text = rows_text(ctx, comp.elt, shape.var, shape.iterable)
+    return (ctx.replace(node, text),) if text else ()
+
+
+RULE = Rule(
+    code="CG102", name="jacobian-stack", fix="rewrite",
+    summary="tf.stack([tf.gradients(y[i], x)[0] for i in ...]): a hand-built Jacobian",
+    messages={"stack": "hand-built Jacobian: tf.stack of one tf.gradients graph per {unit}; "
+                       "use {use}{why}"},
+    docs=DOCS, visits="nodes", check=check)

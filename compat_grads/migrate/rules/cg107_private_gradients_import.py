@@ -1,0 +1,67 @@
+"""CG107: imports of (and calls through) TensorFlow's private `parallel_for.gradients` or
+`gradients_impl`, which change without notice."""
+
+from __future__ import annotations
+
+import ast
+
+from compat_grads.migrate.context import Context
+from compat_grads.migrate.findings import REPORT_ONLY, Finding, Rule
+
+DOCS = """\
+.. code-block:: python
+
+   from tensorflow.python.ops.parallel_for import gradients as pfor_gradients
+
+Private modules change without notice (``jacobian`` returns ``None`` in eager mode,
+``batch_jacobian`` fails on an unknown batch size); use ``cg.stacked_jacobian`` /
+``cg.batch_jacobian``. Calls through such a module (``pfor_gradients.jacobian(y, x)``,
+``gradients_impl.hessians(loss, x)``) are reported too, each with its public
+replacement.
+"""
+
+PRIVATE = ("tensorflow.python.ops.parallel_for", "tensorflow.python.ops.gradients_impl")
+# The private modules as Names spells them, and what replaces their functions.
+_CANONICAL = tuple("tf." + m.removeprefix("tensorflow.") for m in PRIVATE)
+REPLACEMENTS = {"jacobian": "cg.stacked_jacobian(y, x)",
+                "batch_jacobian": "cg.batch_jacobian(y, x)",
+                "hessians": "[cg.hessian(tf.reduce_sum(y), x)]",
+                "gradients": "tf.GradientTape, or cg.stacked_jacobian / cg.per_element_gradients",
+                "pfor": "tf.vectorized_map, or cg.stacked_jacobian / cg.batch_jacobian for "
+                        "Jacobians",
+                "for_loop": "tf.map_fn or tf.while_loop",
+                "_hessian_vector_product": "cg.hvp(f, x, v)"}
+_OTHERWISE = "the public compat_grads functions"
+_EAGER_NONE = " (its jacobian returns None in eager mode)"
+
+
+def check(ctx: Context, node: ast.AST) -> list[Finding]:
+    """CG107 at an import of a private module, or a call through one."""
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        return _private_import(ctx, node)
+    name = ctx.names.qualname(node) if isinstance(node, ast.Call) else None
+    if name is None or not name.startswith(_CANONICAL):
+        return []
+    advice = REPLACEMENTS.get(name.rpartition(".")[2], _OTHERWISE)
+    return [ctx.finding(node, RULE.code, RULE.message(
+        "call", call=ast.get_source_segment(ctx.source, node.func), use=advice))]
+
+
+def _private_import(ctx: Context, node: ast.Import | ast.ImportFrom) -> list[Finding]:
+    modules = ([a.name for a in node.names] if isinstance(node, ast.Import)
+               else [f"{node.module}.{a.name}" for a in node.names] if node.module else [])
+    hits = [m for m in modules if m.startswith(PRIVATE)]
+    if not hits:
+        return []
+    why = _EAGER_NONE if hits[0].startswith("tensorflow.python.ops.parallel_for.gradients") else ""
+    return [ctx.finding(node, RULE.code, RULE.message("import", module=hits[0], why=why))]
+
+
+RULE = Rule(
+    code="CG107", name="private-gradients-import", fix=REPORT_ONLY,
+    summary="import of TensorFlow's private parallel_for.gradients or gradients_impl",
+    messages={"call": "call through TensorFlow's private API ({call}): it changes without "
+                      "notice; use {use}",
+              "import": "private TensorFlow API {module}: it changes without notice{why}; use "
+                        "cg.stacked_jacobian / cg.batch_jacobian / cg.hessian"},
+    docs=DOCS, visits="nodes", check=check)

@@ -1,0 +1,223 @@
+"""`compat-grads scan --fix` / `--diff`: what the rewrites write, where the import goes, how
+comments and long lines survive, and that a second fix changes nothing."""
+
+import ast
+import dataclasses
+import shutil
+
+import pytest
+from scan_support import CORPUS, expected, scan
+
+from compat_grads import cli, migrate
+from compat_grads.migrate import fixer
+
+
+def test_fix_twice_is_idempotent_and_leaves_report_only_findings(tmp_path, capsys):
+    tree = shutil.copytree(CORPUS, tmp_path / "corpus")
+    _, first = scan(capsys, "--fix", tree)
+    after = {p: p.read_bytes() for p in sorted(tree.iterdir())}
+    status, second = scan(capsys, "--fix", tree)
+    assert first["fixed"] >= 17 and second["fixed"] == 0 and status == 1
+    assert after == {p: p.read_bytes() for p in sorted(tree.iterdir())}
+    assert first["findings"] == second["findings"]
+    assert not [f for f in second["findings"] if f["fixable"]]
+    for path in tree.glob("*.py"):
+        ast.parse(path.read_bytes())
+    assert (tree / "legacy_notebook.ipynb").read_bytes() == (
+        CORPUS / "legacy_notebook.ipynb").read_bytes()
+
+
+def test_fix_keeps_comments_and_adds_the_import_once():
+    text = (CORPUS / "loop_of_gradients_expand_dims.py").read_text("utf-8")
+    fixed = migrate.fix_text(text)
+    assert fixed.count("import compat_grads as cg") == 1
+    for comment in ("# 计算第i个y元素对x的梯度", "# 增加维度以便堆叠", "# 堆叠后调整到目标维度"):
+        assert comment in fixed
+    assert "for i in range" not in fixed and "grads_list" not in fixed
+    assert migrate.fix_text(fixed) == fixed
+
+
+def test_diff_prints_a_unified_diff_and_writes_nothing(tmp_path, capsys):
+    path = tmp_path / "h.py"
+    shutil.copy(CORPUS / "hessians.py", path)
+    before = path.read_bytes()
+    assert cli.main(["scan", "--diff", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert f"--- a/{path}" in out and "+h_x = [cg.hessian(tf.reduce_sum(y), x)]" in out
+    assert path.read_bytes() == before
+
+
+def test_report_only_corpus_is_never_rewritten():
+    """`y[..., i]`, a target recomputed per row and the rest of report_only.py: findings
+    without a rewrite; --fix changes nothing."""
+    text = (CORPUS / "report_only.py").read_text("utf-8")
+    found = migrate.scan_text(text)
+    assert len(found) == len(expected(CORPUS / "report_only.py"))
+    assert [f for f in found if f.edits] == []
+    assert migrate.fix_text(text) == text
+
+
+def test_fix_error_names_the_line_and_column():
+    text = "import tensorflow as tf\nh = tf.hessians(y, x)\n"
+    finding = migrate.scan_text(text)[0]
+    moved = dataclasses.replace(finding, edits=(dataclasses.replace(
+        finding.edits[0], start=(2, 3), end=(2, 9)),))
+    with pytest.raises(fixer.FixError, match=r"^no code found at line 2, column 4 to "
+                                             r"rewrite$"):
+        fixer.fix(text, [moved])
+
+
+def test_the_import_goes_after_the_import_block_of_tensorflow():
+    text = ('"""Doc."""\nfrom __future__ import annotations\n\nimport os\nimport tensorflow as tf\n'
+            "import numpy as np\n\nx = tf.constant(np.ones(2))\nh = tf.hessians(x ** 3, x)\n")
+    fixed = migrate.fix_text(text)
+    assert fixed.startswith('"""Doc."""\nfrom __future__ import annotations\n\nimport os\n'
+                            "import tensorflow as tf\nimport numpy as np\n"
+                            "import compat_grads as cg\n\nx = ")
+
+
+@pytest.mark.parametrize("head, setup", [
+    ("import tensorflow.compat.v1 as tf\n", "tf.disable_v2_behavior()\n"),
+    ("import numpy as np\nimport tensorflow as tf\nimport os\n",
+     "tf.compat.v1.disable_eager_execution()\ntf.compat.v1.disable_v2_tensorshape()\n"),
+    ("from tensorflow.compat import v1\n", "v1.disable_v2_behavior()\nimport numpy as np\n"),
+], ids=["disable-v2", "block-and-calls", "from-import"])
+def test_the_import_does_not_split_tensorflow_from_its_setup_calls(head, setup):
+    text = head + setup + "print('ready')\nx = tf.ones([2])\nh = tf.hessians(x ** 3, x)\n"
+    text = text.replace("tf.", "v1.") if "import v1" in head else text
+    fixed = migrate.fix_text(text)
+    assert fixed.startswith(head + setup + "import compat_grads as cg\nprint('ready')\n")
+
+
+def test_the_import_comes_before_the_first_rewrite_without_a_top_level_tensorflow_import():
+    text = ("try:\n    import tensorflow.compat.v1 as tf\nexcept ImportError:\n    tf = None\n"
+            "x = tf.constant([1.0])\nh = tf.hessians(x ** 3, x)\nimport os\n")
+    fixed = migrate.fix_text(text.replace("    tf = None\n", "    raise\n"))
+    lines = fixed.splitlines()
+    assert lines.index("import compat_grads as cg") < lines.index(
+        "h = [cg.hessian(tf.reduce_sum(x ** 3), x)]") < lines.index("import os")
+
+
+@pytest.mark.parametrize("name, unfixed", [("while_loop_jacobian.py", [58]),
+                                           ("map_helper_jacobian.py", []),
+                                           ("while_loop_programs.py", [])])
+def test_while_loop_forms_call_the_runtime_checked_loop(name, unfixed):
+    """The TensorArray loops (inline, or in a map helper of the module) get
+    cg.migrate.row_while_loop in place of tf.while_loop, same arguments; the concatenating
+    loop says why it is left alone; the fix is idempotent."""
+    text = (CORPUS / name).read_text("utf-8")
+    found = migrate.scan_text(text)
+    assert sorted((None, f.line, f.code) for f in found) == sorted(expected(CORPUS / name))
+    assert sorted(f.line for f in found if not f.edits) == unfixed
+    for f in found:
+        assert all(e.text.endswith(".migrate.row_while_loop") for e in f.edits)
+    fixed = migrate.fix_text(text)
+    assert fixed.count("cg.migrate.row_while_loop(") == len({e.start for f in found
+                                                             for e in f.edits})
+    assert ("tf.while_loop(" in fixed) == bool(unfixed) and migrate.fix_text(fixed) == fixed
+    ast.parse(fixed)
+
+
+def test_the_forward_trick_with_tangents_of_ones_is_per_element_gradients():
+    """The message says what the form is; --fix writes it and drops the spent g and dummy
+    (kept when used otherwise); every look-alike says why it is left alone."""
+    text = (CORPUS / "forward_trick_ones.py").read_text("utf-8")
+    found = migrate.scan_text(text)
+    assert [f.code for f in found] == ["CG106"] * 3 and all(f.edits for f in found)
+    assert all("this is exactly cg.per_element_gradients(U, x) (dy/dx with U's shape)"
+               in f.message for f in found)
+    fixed = migrate.fix_text(text)
+    assert "cg.per_element_gradients(hidden, inputs)  # expect: CG106" in fixed
+    assert "per_element_gradients(U, tf.nest.flatten(x)[0])" in fixed
+    assert "grad_ys=dummy)[0]\n" not in fixed and "blank" not in fixed and "grad_ys=seed" in fixed
+    reasons = [f.message.partition("(not rewritten: ")[2] for f in migrate.scan_text(
+        (CORPUS / "forward_trick_lookalikes.py").read_text("utf-8"))]
+    assert [r.split(" ")[:3] for r in reasons] == [
+        ["the", "second", "tf.gradients"], ["U", "or", "x"], ["the", "dummy", "is"],
+        ["the", "dummy", "is"], ["U", "or", "x"], ["U", "or", "x"], ["the", "result", "is"]]
+    assert "used elsewhere" in reasons[3] and "placeholder" in reasons[2]
+
+
+def test_comments_of_a_removed_loop_stay_with_the_statement_that_replaces_it():
+    """A loop whose rows the statement before it now computes takes its comments there, not
+    to the unrelated next line; a loop replaced whole keeps the comments of its body."""
+    text = ("import tensorflow.compat.v1 as tf\n"
+            "def class_gradients(probs, x):\n"
+            "    grads = []\n"
+            "    # one gradient per class\n"
+            "    for k in range(3):\n"
+            "        grads.append(tf.gradients(probs[:, k], x)[0])  # class k\n"
+            "    first = grads[0]\n"
+            "    cache = [None] * 3\n"
+            "    for label in [0, 2]:\n"
+            "        # only the missing rows\n"
+            "        if cache[label] is None:\n"
+            "            cache[label] = tf.gradients(probs[:, label], x)[0]\n"
+            "    return first, cache\n")
+    fixed = migrate.fix_text(text)
+    assert ("    # one gradient per class\n    # class k\n"
+            "    grads = cg.migrate.gradient_row_list(probs, x, range(3), axis=1)\n"
+            "    first = grads[0]\n") in fixed
+    assert ("    cache = [None] * 3\n    # only the missing rows\n"
+            "    cg.migrate.fill_gradient_rows(cache, probs, x, [0, 2], axis=1)\n") in fixed
+
+
+def test_comments_inside_a_replaced_expression_go_above_its_statement():
+    text = ("import tensorflow as tf\nx = tf.constant([1.0, 2.0])\ny = x ** 2\n"
+            "if True:\n"
+            "    J = tf.stack([tf.gradients(y[i], x)[0]  # row i\n"
+            "                  for i in range(2)])  # the Jacobian\n")
+    fixed = migrate.fix_text(text)
+    assert "    # row i\n    J = cg.stacked_jacobian(" in fixed
+    assert fixed.endswith(", x)  # the Jacobian\n") and migrate.fix_text(fixed) == fixed
+
+
+def test_comments_of_deleted_statements_skip_unrelated_lines_to_their_rewrite():
+    text = ("import tensorflow.compat.v1 as tf\n"
+            "def derivative(U, x):\n"
+            "    # a dummy cotangent\n"
+            "    dummy = tf.ones_like(U)\n"
+            "    g = tf.gradients(U, x, grad_ys=dummy)[0]\n"
+            "    scale = 2.0\n"
+            "    return scale * tf.gradients(g, dummy)[0]\n")
+    assert migrate.fix_text(text).endswith(
+        "    scale = 2.0\n    # a dummy cotangent\n"
+        "    return scale * cg.per_element_gradients(U, tf.nest.flatten(x)[0])\n")
+
+
+def test_comments_of_a_loop_kept_as_a_list_go_above_its_replacement():
+    text = ("import tensorflow.compat.v1 as tf\n"
+            "def f(predictions, x, nb_classes):\n"
+            "    list_derivatives = []\n"
+            "    # one gradient per class\n"
+            "    for class_ind in range(nb_classes):\n"
+            "        (derivatives,) = tf.gradients(predictions[:, class_ind], x)  # the row\n"
+            "        list_derivatives.append(derivatives)\n"
+            "    return list_derivatives\n")
+    fixed = migrate.fix_text(text)
+    assert fixed.endswith("    # one gradient per class\n    # the row\n"
+                          "    list_derivatives = cg.migrate.gradient_row_list(\n"
+                          "        predictions, x, range(nb_classes), axis=1, index=None)\n"
+                          "    return list_derivatives\n")
+
+
+def test_long_rewrites_are_wrapped_within_100_columns():
+    """A hanging indent when the arguments fit on one line, else one argument per line; the
+    wrapped code parses and a second fix changes nothing (the exec tests run it)."""
+    text = ("import tensorflow.compat.v1 as tf\n"
+            "class Model:\n"
+            "    def grads(self, label=None):\n"
+            "        if label is None:\n"
+            "            self._class_grads = [\n"
+            "                tf.gradients(self._probabilities[:, i], self._input_placeholder)[0]\n"
+            "                if self._class_grads[i] is None else self._class_grads[i]\n"
+            "                for i in range(self._number_of_classes)]\n"
+            "        h = tf.hessians(self._loss, self._input_placeholder)  # a long trailing "
+            "comment stays\n")
+    fixed = migrate.fix_text(text)
+    assert max(len(line.partition("  #")[0]) for line in fixed.splitlines()) <= 100
+    assert ("            self._class_grads = cg.migrate.gradient_row_list(\n"
+            "                self._probabilities,\n") in fixed
+    assert fixed.endswith("for x_ in tf.nest.flatten(self._input_placeholder)]  # a long "
+                          "trailing comment stays\n")
+    assert ast.parse(fixed) and migrate.fix_text(fixed) == fixed

@@ -1,0 +1,299 @@
+"""The scanner's rules: what each finds (and does not), the reasons a finding gives for not
+being rewritten, and the name resolution (aliases, scopes, notebook cells) they share."""
+
+import ast
+import json
+import pathlib
+import re
+
+import numpy as np
+import pytest
+from scan_support import CORPUS, expected, scan
+
+from compat_grads import migrate
+from compat_grads.migrate import names as migrate_names
+from compat_grads.migrate import rules
+
+
+def test_module_aliases_assigned_to_names_are_tracked():
+    text = ("import tensorflow as tf\nK = tf.keras.backend\ntf = tf.compat.v1\n"
+            "x = tf.placeholder(tf.float32, [2])\ng = K.gradients(tf.reduce_sum(x), x)\n"
+            "h = tf.hessians(x ** 3, x)\n")
+    assert [f.code for f in migrate.scan_text(text)] == ["CG108", "CG105"]
+    shadowed = text.replace("K = tf.keras.backend\n", "K = tf.keras.backend\nK = object()\n")
+    assert [f.code for f in migrate.scan_text(shadowed)] == ["CG105"]
+
+
+@pytest.mark.parametrize("call", [
+    "tf.linalg.slogdet(m)", "tf.linalg.eig(m)", "tf.linalg.lu(m)", "tf.linalg.normalize(m)",
+    "tf.math.top_k(m, 2)", "tf.unstack(m)", "tf.split(m, 2)", "tf.meshgrid(m, m)",
+    "tf.gradients(m, m)", "tf.linalg.LinearOperatorFullMatrix(m)", "tf.random.Generator(1)",
+    "tf.random.uniform_candidate_sampler(m, 1, 1, True, 2)",
+])
+def test_ops_returning_several_tensors_are_not_one_tensor(call):
+    tree = ast.parse(f"import tensorflow as tf\nt = {call}\n")
+    names = migrate_names.Names([tree])
+    assert not names.is_tensor(tree.body[1].value) and "t" not in names.tensors
+
+
+REPORT_ONLY_FORMS = ["forward_mode_attributes.py", "forward_trick_lookalikes.py",
+                     "tape_gradient_loop.py"]
+
+
+@pytest.mark.parametrize("name", REPORT_ONLY_FORMS)
+def test_loop_forms_say_why_they_are_not_rewritten_and_stay_as_they_are(name):
+    text = (CORPUS / name).read_text("utf-8")
+    found = migrate.scan_text(text)
+    assert len(found) == len(expected(CORPUS / name)) and not [f for f in found if f.edits]
+    assert all("(not rewritten: " in f.message for f in found
+               if f.code in ("CG106", "CG109", "CG110"))
+    assert migrate.fix_text(text) == text
+
+
+def test_a_map_helper_of_another_notebook_cell_is_not_rewritten(tmp_path, capsys):
+    cells = ["import tensorflow as tf\n"
+             "def loop_map(fn, xs):\n"
+             "    n = tf.shape(xs)[0]\n"
+             "    return tf.while_loop(lambda j, a: j < n,\n"
+             "                         lambda j, a: (j + 1, a.write(j, fn(xs[j]))),\n"
+             "                         [0, tf.TensorArray(tf.float32, size=n)])\n",
+             "x = tf.ones([3])\n"
+             "J = loop_map(lambda e: tf.gradients(e, x)[0], tf.sin(x))\n"]
+    notebook = {"cells": [{"cell_type": "code", "source": c, "metadata": {}, "outputs": [],
+                           "execution_count": None} for c in cells],
+                "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    path = tmp_path / "helper.ipynb"
+    path.write_text(json.dumps(notebook))
+    status, report = scan(capsys, path)
+    (finding,) = report["findings"]
+    assert finding["code"] == "CG109" and not finding["fixable"]
+    assert "(not rewritten: loop_map is your own function" in finding["message"]
+
+
+def test_rows_sliced_after_recording_are_reported_as_none_and_they_are():
+    """The message is true: those loops get None rows (the tape never saw the slices); the
+    loop that slices inside the `with` block gets the Jacobian's rows."""
+    import runpy
+
+    import tensorflow as tf
+
+    path = CORPUS / "tape_gradient_loop.py"
+    messages = {f.line: f.message for f in migrate.scan_text(path.read_text("utf-8"))}
+    after = [line for line, m in messages.items() if "stopped recording" in m]
+    assert len(after) == 2 and all("the result is None" in messages[line] for line in after)
+    module = runpy.run_path(str(path))
+    x_value = np.array([[0.5, -1.0], [2.0, 0.3]], np.float32)
+    w_value = np.array([[1.0, 2.0], [-0.5, 0.7]], np.float32)
+    x = tf.constant(x_value)
+    model = lambda v: tf.tanh(tf.matmul(v, tf.constant(w_value)))  # noqa: E731
+    with pytest.raises(AttributeError, match="NoneType"):
+        module["class_gradients"](model, x, 2)  # None.numpy()
+    with pytest.raises(ValueError, match="None"):
+        module["rows_by_comprehension"](tf.sin, x, 2)  # tf.stack of None rows
+    rows = module["class_gradients_recomputed"](model, x, 2)  # [batch, class, feature]
+    slope = 1.0 - np.tanh(x_value @ w_value) ** 2  # d sum_b y[b, k] / dx[b, j]
+    want = slope[:, :, None] * w_value.T[None, :, :]
+    assert rows.shape == (2, 2, 2)
+    np.testing.assert_allclose(rows, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("call, advice", [
+    ("control_flow_ops.pfor", "use tf.vectorized_map, or cg.stacked_jacobian"),
+    ("control_flow_ops.for_loop", "use tf.map_fn or tf.while_loop"),
+    ("gradients_impl._hessian_vector_product", "use cg.hvp(f, x, v)"),
+    ("pfor_gradients.jacobian", "use cg.stacked_jacobian(y, x)"),
+])
+def test_private_calls_name_their_public_replacement(call, advice):
+    found = [f for f in migrate.scan_text((CORPUS / "report_only.py").read_text("utf-8"))
+             if f.code == "CG107" and f"({call})" in f.message]
+    assert found and all(advice in f.message for f in found)
+
+
+def test_column_loops_get_the_row_sum_advice():
+    text = ("import tensorflow.compat.v1 as tf\n"
+            "def cols(model, x, k):\n"
+            "    return tf.stack([tf.gradients(model(x)[:, i], x)[0] for i in range(k)])\n")
+    (found,) = migrate.scan_text(text)
+    assert found.code == "CG102" and "graph per column" in found.message and not found.edits
+    assert "cg.stacked_jacobian(tf.reduce_sum(y, axis=0), x)" in found.message
+
+
+@pytest.mark.parametrize("fn, works", [
+    ("lambda xi: tf.gradients(tf.sin(xi), xi)[0]", True),
+    ("lambda yi: tf.gradients(yi, x)[0]", False),
+])
+def test_map_fn_message_says_whether_the_code_fails(fn, works):
+    text = (f"import tensorflow.compat.v1 as tf\nx = tf.ones([3])\n"
+            f"g = tf.map_fn({fn}, tf.sin(x))\n")
+    (found,) = migrate.scan_text(text)
+    assert found.code == "CG103"
+    assert ("it works, slowly" in found.message) is works
+    assert ("fails at run time" in found.message) is not works
+
+
+def test_every_unfixed_loop_finding_says_why():
+    for path in sorted(CORPUS.glob("*.py")):
+        for found in migrate.scan_text(path.read_text("utf-8")):
+            if found.code in ("CG101", "CG102", "CG106", "CG109", "CG110") and not found.edits:
+                assert "(not rewritten: " in found.message, (path.name, found)
+
+
+def test_notebook_functions_shared_between_cells(tmp_path, capsys):
+    """A cell calls functions another cell defines (twice, as re-run notebooks do): the
+    scan finds the forms through them and ends (a function of another cell has no scope in
+    this one)."""
+    cells = ["import tensorflow as tf\n"
+             "def loop_map(fn, xs):\n"
+             "    n = tf.shape(xs)[0]\n"
+             "    return tf.while_loop(lambda j, a: j < n,\n"
+             "                         lambda j, a: (j + 1, a.write(j, fn(xs[j]))),\n"
+             "                         [0, tf.TensorArray(tf.float32, size=n)])\n"
+             "def row(yi):\n"
+             "    return tf.gradients(yi, x)[0]\n"
+             "def twice(yi):\n"
+             "    return tf.gradients(yi, x)[0]\n",
+             "def twice(yi):  # which one runs depends on the order the cells ran in\n"
+             "    return 2 * tf.gradients(yi, x)[0]\n",
+             "x = tf.ones([3])\n"
+             "y = tf.sin(x)\n"
+             "J = loop_map(lambda e: tf.gradients(e, x)[0], y)\n"
+             "M = tf.map_fn(row, y)\n"
+             "T = tf.map_fn(twice, y)\n"]
+    notebook = {"cells": [{"cell_type": "code", "source": c, "metadata": {}, "outputs": [],
+                           "execution_count": None} for c in cells],
+                "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    path = tmp_path / "shared.ipynb"
+    path.write_text(json.dumps(notebook))
+    status, report = scan(capsys, path)
+    assert status == 1
+    assert sorted((f["cell"], f["line"], f["code"]) for f in report["findings"]) == [
+        (3, 3, "CG109"), (3, 4, "CG103")]
+
+
+_SHADOWED_BODY = ("import tensorflow.compat.v1 as tf\n"
+                  "x = tf.ones([3])\n"
+                  "y = tf.sin(x)\n"
+                  "def body(i, acc):\n"
+                  "{rows}"
+                  "    return i + 1, acc.write(i, rows)\n"
+                  "loop = tf.while_loop(lambda i, _: i < 3, body,\n"
+                  "                     [0, tf.TensorArray(tf.float32, size=3)])\n")
+
+
+@pytest.mark.parametrize("rows, codes", [
+    ("    rows = tf.stack([tf.gradients(y[i], x)[0] for i in range(3)])\n", ["CG102"]),
+    ("    rows = tf.map_fn(lambda i: tf.gradients(y[i], x)[0], tf.range(3),\n"
+     "                     dtype=tf.float32)\n", ["CG103"]),
+    ("    def row(i):\n"
+     "        return tf.gradients(y[i], x)[0]\n"
+     "    rows = tf.map_fn(row, tf.range(3), dtype=tf.float32)\n", ["CG103"]),
+    ("    rows = tf.stack([tf.gradients(y[i], x)[0] for k in range(3)])\n", ["CG109"]),
+    ("    rows = tf.stack([tf.gradients(y[k], x)[0] for k in range(i)])\n", ["CG102"]),
+], ids=["comprehension", "lambda", "nested-def", "not-shadowed", "outer-in-iterable"])
+def test_names_are_resolved_by_scope(rows, codes):
+    """A comprehension, a lambda or a nested function that binds the loop counter's name
+    again has a variable of its own: its rows are not the tf.while_loop's (Python 3)."""
+    found = migrate.scan_text(_SHADOWED_BODY.format(rows=rows))
+    assert [f.code for f in found] == codes
+    assert all(f.edits for f in found if f.code in ("CG102", "CG103"))
+
+
+def test_per_point_gradients_of_a_physics_network_are_not_reported():
+    text = (CORPUS / "clean_pinn.py").read_text("utf-8")
+    assert text.count("tf.gradients(") == 7 and migrate.scan_text(text) == []
+
+
+def test_names_follow_python_3_scopes():
+    """Which `i` each occurrence means: the module's, or a comprehension's, a lambda's or a
+    class body's own (a method skips its class; `global` reaches the module)."""
+    from compat_grads.migrate import scopes
+
+    tree = ast.parse("i = 0\n"
+                     "a = [i for i in range(i)]\n"
+                     "f = lambda i=i: i\n"
+                     "class C:\n"
+                     "    i = 1\n"
+                     "    def m(self):\n"
+                     "        return i\n"
+                     "    j = i\n"
+                     "def g():\n"
+                     "    global i\n"
+                     "    i = 2\n")
+    refs = scopes.references(tree, {"i"})
+    module_i = sorted((n.lineno, n.col_offset) for n in ast.walk(tree) if id(n) in refs)
+    assert module_i == [(1, 0), (2, 22), (3, 13), (7, 15), (11, 4)]
+    method = tree.body[3].body[1]
+    assert scopes.bindings(tree.body[3]) == {"i": 1, "m": 1, "j": 1}
+    assert scopes.bindings(method) == {"self": 1}
+    assert scopes.assigned_value(tree.body[3], "j").id == "i"
+
+
+def test_an_unstack_loop_doing_more_than_collecting_rows_says_why():
+    text = ("import tensorflow.compat.v1 as tf\n"
+            "w = tf.Variable(tf.ones([3]))\n"
+            "rows = []\n"
+            "for ek in tf.unstack(w * 2.0):\n"
+            "    rows.append(tf.gradients(ek, w)[0])\n"
+            "    print(ek)\n"
+            "J = tf.stack(rows)\n")
+    (found,) = migrate.scan_text(text)
+    assert found.code == "CG101" and not found.edits
+    assert "(not rewritten: the loop does more than collect the rows" in found.message
+
+
+@pytest.mark.parametrize("between, why", [
+    ("g = tf.ones([3])\n",
+     "elements or a name of the tf.unstack(...) is bound again before the loop"),
+    ("elements = tf.unstack(x)\n", "elements is bound more than once in this scope"),
+], ids=["operand-rebound", "name-rebound"])
+def test_rows_over_an_unstacked_name_rebound_are_reported_only(between, why):
+    text = ("import tensorflow.compat.v1 as tf\n"
+            "x = tf.ones([3])\n"
+            "g = tf.gradients(tf.reduce_sum(tf.sin(x)), x)[0]\n"
+            f"elements = tf.unstack(g)\n{between}"
+            "rows = [tf.gradients(e, x)[0] for e in elements]\n"
+            "H = tf.stack(rows)\n")
+    (found,) = migrate.scan_text(text)
+    assert found.code == "CG101" and not found.edits and why in found.message
+    assert migrate.fix_text(text) == text
+
+
+def test_a_reshaped_row_is_the_reason_given():
+    text = ("import tensorflow.compat.v1 as tf\n"
+            "x = tf.ones([3])\ny = tf.sin(x)\n"
+            "gs = [tf.reshape(tf.gradients(y[k], x)[0], [-1]) for k in range(3)]\n"
+            "J = tf.stack(gs, axis=0)\n")
+    (found,) = migrate.scan_text(text)
+    assert not found.edits and "(not rewritten: each row goes through tf.reshape" in found.message
+    assert "stacked along axis 0" not in found.message
+
+
+def test_every_rule_module_holds_its_code_messages_and_docs():
+    """A rule is written in one module, `cgNNN_<name>.py`, which the rule list registers,
+    and the code table is made from them."""
+    package = pathlib.Path(rules.__file__).parent
+    files = sorted(p.stem for p in package.glob("cg*.py"))
+    assert files == [m.__name__.rpartition(".")[2] for m in rules.MODULES]
+    for module in rules.MODULES:
+        rule = module.RULE
+        assert module.__name__.endswith(f"{rule.code.lower()}_{rule.name.replace('-', '_')}")
+        assert rule.summary and rule.messages and all(rule.messages.values()), rule.code
+        assert rule.docs.strip() and rule.docs == module.DOCS, rule.code
+        assert rule.visits in ("rows", "nodes", "gradients"), rule.code
+        assert rule.fixable == (rule.fix != "report only"), rule.code
+    assert migrate.CODES == {r.code: r for r in rules.RULES}
+    assert [c.code for c in migrate.CODES.values()] == [f"CG1{n:02d}" for n in range(1, 11)]
+
+
+def test_the_docs_rule_list_is_made_from_every_rule():
+    """docs/scan.rst writes no rule by hand: its `scan-rules` directive renders each rule's
+    heading and docs from the rule modules."""
+    page = (CORPUS.parents[1] / "docs" / "scan.rst").read_text("utf-8")
+    assert page.count(".. scan-rules::") == 1
+    assert not re.search(r"^CG1\d\d ", page, re.MULTILINE)
+    lines = rules.rst_lines()
+    for rule in rules.RULES:
+        at = lines.index(rule.heading)
+        body = [line.removeprefix("   ") for line in lines[at + 1:at + 1 + len(
+            rule.docs.splitlines())]]
+        assert body == rule.docs.splitlines(), rule.code
