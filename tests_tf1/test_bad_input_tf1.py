@@ -15,28 +15,14 @@ import pytest
 import tensorflow as tf
 
 import compat_grads as cg
+from compat_grads.testing import bad_input_routes as br
 from compat_grads.testing import bad_inputs
-from compat_grads.testing.bad_input_routes import (
-    TF1,
-    TF1_BOTH,
-    TOL,
-    X,
-    call,
-    huge_shape,
-    huge_target,
-    jacobian_of_elementwise,
-    per_sample,
-    raises,
-    refused_before_building,
-    run,
-    stop_stacking,
-    through_python,
-)
+from compat_grads.testing.bad_input_routes import TOL, X, call, raises, run
 
 
-@pytest.mark.parametrize("case, route", bad_inputs.params((TF1,)))
+@pytest.mark.parametrize("case, route", bad_inputs.params((br.TF1,)))
 def test_bad_input(case, route):
-    bad_inputs.check(case, route)
+    br.check(case, route)
 
 
 def test_the_gradient_of_a_gather_from_a_variable_is_indexed_slices():
@@ -45,31 +31,37 @@ def test_the_gradient_of_a_gather_from_a_variable_is_indexed_slices():
         gradient = tf.compat.v1.gradients(tf.gather(v, [2, 0, 2]), v)[0]
         assert isinstance(gradient, tf.IndexedSlices)
         return tf.convert_to_tensor(gradient)
-    np.testing.assert_array_equal(run(TF1_BOTH[0], build, X, variables=[[1.0, 2.0, 3.0]]),
+    np.testing.assert_array_equal(run(br.TF1_BOTH[0], build, X, variables=[[1.0, 2.0, 3.0]]),
                                   [1.0, 0.0, 2.0])
 
 
 @pytest.fixture
 def no_work(monkeypatch):
-    stop_stacking(monkeypatch)
+    br.stop_stacking(monkeypatch)
 
 
 @pytest.mark.parametrize("name", ["stacked_jacobian", "batch_jacobian", "hessian",
                                   "batch_hessian"])
-@pytest.mark.parametrize("route", TF1_BOTH)
+@pytest.mark.parametrize("route", br.TF1_BOTH)
 def test_jacobian_too_big_for_memory_fails_before_anything_is_built(route, name, no_work):
-    run(route, lambda x: refused_before_building(name, route, huge_target(name, None), x, None),
-        np.zeros(huge_shape(name), np.float32))
+    target = br.huge_target(name, None)
+    run(route, lambda x: br.refused_before_building(name, route, target, x, None),
+        np.zeros(br.huge_shape(name), np.float32))
+
+
+def in_graph(build, *arrays):
+    """`build(*placeholders)` in a new br.TF1 graph, run in a Session fed `arrays`."""
+    return run(br.TF1_BOTH[0], build, *arrays)
 
 
 # ----------------------------------------------------------------------------------------
-# A TF1 tf.while_loop in the target: TF1 cannot build its gradient inside another loop, but
+# A br.TF1 tf.while_loop in the target: br.TF1 cannot build its gradient inside another loop, but
 # it can build the loop and its gradient together inside one. A callable target is run
 # again for each row (a VectorizationWarning says so); a tensor target, and the gradient of
 # the gradient forward mode needs, are DerivativeErrors.
 
 def _v1_loop(x):
-    """x³, elementwise, by a TF1 while_loop."""
+    """x³, elementwise, by a br.TF1 while_loop."""
     _, y = tf.compat.v1.while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, a * x),
                                    (0, tf.ones_like(x)))
     return y
@@ -83,28 +75,28 @@ def _v1_loop_sum(x):
 @pytest.mark.parametrize("name", ["stacked_jacobian", "batch_jacobian"])
 def test_v1_while_loop_in_a_callable_target(name, strategy):
     x = X.astype(np.float64)
-    want = (jacobian_of_elementwise(3 * x ** 2) if name == "stacked_jacobian"
-            else per_sample(3 * x ** 2))
-    with pytest.warns(cg.VectorizationWarning, match=rf"{name}: the target runs a TF1 "
+    want = (br.jacobian_of_elementwise(3 * x ** 2) if name == "stacked_jacobian"
+            else br.per_sample(3 * x ** 2))
+    with pytest.warns(cg.VectorizationWarning, match=rf"{name}: the target runs a br.TF1 "
                       r"tf\.while_loop.*running the target again for each"):
-        out = run(lambda x: getattr(cg, name)(_v1_loop, x, strategy=strategy), X)
+        out = in_graph(lambda x: getattr(cg, name)(_v1_loop, x, strategy=strategy), X)
     np.testing.assert_allclose(out, want, rtol=TOL)
 
 
 def test_v1_while_loop_vjp():
-    out = run(lambda x: cg.vjp(_v1_loop, x, tf.ones_like(x))[1], X)
+    out = in_graph(lambda x: cg.vjp(_v1_loop, x, tf.ones_like(x))[1], X)
     np.testing.assert_allclose(out, 3 * X.astype(np.float64) ** 2, rtol=TOL)
 
 
 @pytest.mark.parametrize("strategy", ["auto", "reverse", "forward", "loop"])
 @pytest.mark.parametrize("name", ["stacked_jacobian", "batch_jacobian"])
 def test_v1_while_loop_in_a_tensor_target(name, strategy):
-    with raises(cg.DerivativeError, name, r"the target runs a TF1 tf\.while_loop",
+    with raises(cg.DerivativeError, name, r"the target runs a br.TF1 tf\.while_loop",
                 r"needs it once per row", r"Pass the target as a callable"):
-        run(lambda x: getattr(cg, name)(_v1_loop(x), x, strategy=strategy), X)
+        in_graph(lambda x: getattr(cg, name)(_v1_loop(x), x, strategy=strategy), X)
 
 
-FORWARD_MODE_THROUGH_A_V1_LOOP = {  # TF1 has no gradient of a while_loop's gradient
+FORWARD_MODE_THROUGH_A_V1_LOOP = {  # br.TF1 has no gradient of a while_loop's gradient
     "stacked_jacobian-forward": lambda x: cg.stacked_jacobian(_v1_loop, x, strategy="forward"),
     "per_element_gradients": lambda x: cg.per_element_gradients(_v1_loop, x),
     "per_element_gradients-tensor": lambda x: cg.per_element_gradients(_v1_loop(x), x),
@@ -121,48 +113,48 @@ def test_v1_while_loop_forward_mode_and_second_order(case):
     with raises(cg.DerivativeError, name, r"tf\.while_loop", r"(no second derivative|"
                 r"differentiate the gradient of this target)", r"(reverse mode|differentiate "
                 r"once)"):
-        run(FORWARD_MODE_THROUGH_A_V1_LOOP[case], X)
+        in_graph(FORWARD_MODE_THROUGH_A_V1_LOOP[case], X)
 
 
 # ----------------------------------------------------------------------------------------
-# tf.py_function in a TF1 graph, second order (the first-order kinds are rows of the table).
+# tf.py_function in a br.TF1 graph, second order (the first-order kinds are rows of the table).
 
-_TOTAL = lambda x: tf.reduce_sum(through_python(x))  # noqa: E731
+_TOTAL = lambda x: tf.reduce_sum(br.through_python(x))  # noqa: E731
 
 
 @pytest.mark.parametrize("route,case,strategy", [  # hvp takes a callable, no strategy
-    *((route, case, strategy) for route in TF1_BOTH
+    *((route, case, strategy) for route in br.TF1_BOTH
       for case in ("hessian", "hessian of a vector", "batch_hessian")
       for strategy in (None, "reverse", "forward", "loop")),
-    (TF1_BOTH[0], "hvp", None)])
+    (br.TF1_BOTH[0], "hvp", None)])
 def test_py_function_second_order(route, case, strategy):
     """Its gradient runs in Python, unrecorded: tf.gradients would give None (a scalar
     target) or leave that part of the Hessian out."""
     options = {} if strategy is None else {"strategy": strategy}
     name = case.split()[0]
-    target = {"hessian": _TOTAL, "hessian of a vector": through_python,
-              "batch_hessian": lambda x: tf.reduce_sum(through_python(x), axis=1),
+    target = {"hessian": _TOTAL, "hessian of a vector": br.through_python,
+              "batch_hessian": lambda x: tf.reduce_sum(br.through_python(x), axis=1),
               "hvp": _TOTAL}[case]
     extra = (tf.ones(X.shape),) if case == "hvp" else ()
     with raises(cg.DerivativeError, name, r"tf\.py_function", r"EagerPyFunc",
                 r"no second derivative through it", r"tf\.custom_gradient"):
-        run(lambda x: call(route, getattr(cg, name), target, x, *extra, **options), X)
+        in_graph(lambda x: call(route, getattr(cg, name), target, x, *extra, **options), X)
 
 
 # ----------------------------------------------------------------------------------------
-# The catalogue: the table's kinds on the TF1 routes, and the plain tests above.
+# The catalogue: the table's kinds on the br.TF1 routes, and the plain tests above.
 
 KINDS = (
-    *bad_inputs.kinds((TF1,)),
+    *bad_inputs.kinds((br.TF1,)),
     ("IndexedSlices gradients (gather from a variable)", "value",
      "test_the_gradient_of_a_gather_from_a_variable_is_indexed_slices"),
     ("a Jacobian too big for memory", "error",
      "test_jacobian_too_big_for_memory_fails_before_anything_is_built"),
-    ("a TF1 while_loop in a callable target", "value",
+    ("a br.TF1 while_loop in a callable target", "value",
      "test_v1_while_loop_in_a_callable_target"),
-    ("a TF1 while_loop: vjp", "value", "test_v1_while_loop_vjp"),
-    ("a TF1 while_loop in a tensor target", "error", "test_v1_while_loop_in_a_tensor_target"),
-    ("a TF1 while_loop: forward mode and second order", "error",
+    ("a br.TF1 while_loop: vjp", "value", "test_v1_while_loop_vjp"),
+    ("a br.TF1 while_loop in a tensor target", "error", "test_v1_while_loop_in_a_tensor_target"),
+    ("a br.TF1 while_loop: forward mode and second order", "error",
      "test_v1_while_loop_forward_mode_and_second_order"),
     ("tf.py_function, second order", "error", "test_py_function_second_order"),
 )

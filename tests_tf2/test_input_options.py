@@ -11,66 +11,55 @@ import pytest
 import tensorflow as tf
 
 import compat_grads as cg
-from compat_grads.testing.bad_input_routes import (
-    CALLABLE,
-    TENSOR,
-    TOL,
-    X,
-    call,
-    compiled,
-    per_sample,
-    raises,
-    run,
-    square,
-    standard,
-)
+from compat_grads.testing import bad_input_routes as br
+from compat_grads.testing.bad_input_routes import TOL, X, call, raises, run
 
 XT = tf.constant([[1.0, 2.0], [3.0, 4.0]])
 
 
-@pytest.mark.parametrize("route", CALLABLE)
+@pytest.mark.parametrize("route", br.CALLABLE)
 def test_numpy_bool_option_counts_as_a_bool(route):
-    out = run(route, lambda x: standard("batch_jacobian", route, x, independent=np.False_), X)
-    np.testing.assert_allclose(out, per_sample(2 * X), rtol=TOL)
+    out = run(route, lambda x: br.standard("batch_jacobian", route, x, independent=np.False_), X)
+    np.testing.assert_allclose(out, br.per_sample(2 * X), rtol=TOL)
 
 
-@pytest.mark.parametrize("route", CALLABLE)
+@pytest.mark.parametrize("route", br.CALLABLE)
 def test_loss_fn_not_callable(route):
     with raises(TypeError, "per_example_gradients", r"loss_fn must be callable", r"dict",
                 r"Pass a loss function"):
         run(route, lambda x, w: cg.per_example_gradients(
             {"loss": "mse"}, lambda v: v * w, x, x, weights=[w],
-            compile=compiled(route)), X, variables=[1.0])
+            compile=br.compiled(route)), X, variables=[1.0])
 
 
 @pytest.mark.parametrize("name", ("stacked_jacobian", "per_element_gradients",
                                   "batch_jacobian"))
-@pytest.mark.parametrize("route", TENSOR)
+@pytest.mark.parametrize("route", br.TENSOR)
 def test_tape_of_the_wrong_type(name, route):
     with raises(TypeError, name, r"tape must be a tf\.GradientTape", r"got str",
                 r"Pass the GradientTape"):
-        run(route, lambda x: getattr(cg, name)(square(x), x, tape="tape"), X)
+        run(route, lambda x: getattr(cg, name)(br.square(x), x, tape="tape"), X)
 
 
 @pytest.mark.parametrize("fn", [cg.stacked_jacobian, cg.batch_jacobian])
 def test_unknown_strategy_lists_valid_ones(fn):
     with pytest.raises(ValueError, match=r"strategy must be one of 'auto', 'reverse', "
                                          r"'forward', 'loop', but got 'fastest'"):
-        fn(square, XT, strategy="fastest")
+        fn(br.square, XT, strategy="fastest")
 
 
 @pytest.mark.parametrize("value, error", [("zeros", ValueError), (0, TypeError),
                                           (None, TypeError)])
 def test_unknown_unconnected_gradients(value, error):
     with pytest.raises(error, match=r"unconnected_gradients must be 'none', 'zero'"):
-        cg.stacked_jacobian(square, XT, unconnected_gradients=value)
+        cg.stacked_jacobian(br.square, XT, unconnected_gradients=value)
 
 
 # ----------------------------------------------------------------------------------------
 # Callables that return None (a forgotten `return`) or a nest.
 
 
-@pytest.mark.parametrize("route", CALLABLE)
+@pytest.mark.parametrize("route", br.CALLABLE)
 def test_callable_returns_none_inside_a_nest(route):
     with raises(TypeError, "jvp", r"the callable target returned None", r"return"):
         run(route, lambda x: call(route, lambda f, x, **kw: cg.jvp(f, x, x, **kw),
@@ -78,13 +67,13 @@ def test_callable_returns_none_inside_a_nest(route):
 
 
 @pytest.mark.parametrize("which", ["model", "loss_fn"])
-@pytest.mark.parametrize("route", CALLABLE)
+@pytest.mark.parametrize("route", br.CALLABLE)
 def test_model_or_loss_returns_none(route, which):
     def build(x, w):
         model = (lambda v: None) if which == "model" else (lambda v: tf.matmul(v, w))
         loss = (lambda t, p: None) if which == "loss_fn" else (lambda t, p: (t - p) ** 2)
         return cg.per_example_gradients(loss, model, x, x[:, :1], weights=[w],
-                                        compile=compiled(route))
+                                        compile=br.compiled(route))
     with raises(TypeError, "per_example_gradients", rf"{which} returned None", r"return"):
         run(route, build, X, variables=[[[1.0], [2.0]]])
 

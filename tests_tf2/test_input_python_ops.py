@@ -16,22 +16,8 @@ import pytest
 import tensorflow as tf
 
 import compat_grads as cg
-from compat_grads.testing.bad_input_routes import (
-    CALLABLE,
-    GRAPH_TENSOR,
-    TOL,
-    V1_GRAPH,
-    X,
-    call,
-    compiled,
-    jacobian_of_elementwise,
-    mode_of,
-    per_sample,
-    raises,
-    run,
-    square,
-    through_python,
-)
+from compat_grads.testing import bad_input_routes as br
+from compat_grads.testing.bad_input_routes import TOL, X, call, raises, run
 
 
 def test_a_row_that_stops_the_loop_leaves_no_state_behind():
@@ -39,17 +25,17 @@ def test_a_row_that_stops_the_loop_leaves_no_state_behind():
     on the py_function, before the rows run again): in eager code that scope is global, and
     tf.distribute would fail ever after."""
     with pytest.warns(cg.VectorizationWarning):
-        cg.stacked_jacobian(through_python, tf.constant(X), strategy="loop", compile=False)
+        cg.stacked_jacobian(br.through_python, tf.constant(X), strategy="loop", compile=False)
     assert tf.compat.v1.get_variable_scope().caching_device is None
 
 
-@pytest.mark.parametrize("route", CALLABLE)
+@pytest.mark.parametrize("route", br.CALLABLE)
 def test_py_function_in_a_model_for_per_example_gradients(route):
     def build(x, w):
         def model(v):
             return tf.py_function(lambda a: a, [tf.matmul(v, w)], tf.float32) * tf.matmul(v, w)
         return cg.per_example_gradients(lambda t, p: (t - p) ** 2, model, x, x[:, :1],
-                                        weights=[w], compile=compiled(route))
+                                        weights=[w], compile=br.compiled(route))
     with pytest.warns(cg.VectorizationWarning, match=r"per_example_gradients: the target runs "
                       r"Python code"):
         (out,) = run(route, build, X, variables=[[[1.0], [2.0]]])
@@ -58,10 +44,10 @@ def test_py_function_in_a_model_for_per_example_gradients(route):
                                rtol=TOL)
 
 
-@pytest.mark.parametrize("route", CALLABLE + GRAPH_TENSOR)
+@pytest.mark.parametrize("route", br.CALLABLE + br.GRAPH_TENSOR)
 def test_py_function_second_order(route):
     def build(x):
-        return call(route, cg.hessian, lambda x: tf.reduce_sum(through_python(x)), x)
+        return call(route, cg.hessian, lambda x: tf.reduce_sum(br.through_python(x)), x)
     with warnings.catch_warnings():  # eager: forward-over-reverse fails first, then says why
         warnings.simplefilter("ignore", cg.VectorizationWarning)
         with raises(cg.DerivativeError, "hessian", r"tf\.py_function",
@@ -78,11 +64,11 @@ def _nested_python(x):
     return y * x  # x³
 
 
-@pytest.mark.parametrize("route", [r for r in CALLABLE if mode_of(r) != V1_GRAPH])
+@pytest.mark.parametrize("route", [r for r in br.CALLABLE if br.mode_of(r) != br.V1_GRAPH])
 def test_py_function_inside_a_nested_tf_function(route):
     x = X.astype(np.float64)
-    for name, want in (("stacked_jacobian", jacobian_of_elementwise(3 * x ** 2)),
-                       ("batch_jacobian", per_sample(3 * x ** 2))):
+    for name, want in (("stacked_jacobian", br.jacobian_of_elementwise(3 * x ** 2)),
+                       ("batch_jacobian", br.per_sample(3 * x ** 2))):
         with pytest.warns(cg.VectorizationWarning, match=rf"{name}: the target runs Python "
                           r"code through tf\.py_function \(the EagerPyFunc op '[^']+' inside "
                           r"the function '[^']+' that the \w+ op '[^']+' calls\).*running the "
@@ -113,10 +99,10 @@ def _summed(f, axis=None):
 # One target object per callable, so that the eager compile cache is hit, not refilled.
 
 
-_TOTAL = {f: _summed(f) for f in (through_python, _nested_python)}
+_TOTAL = {f: _summed(f) for f in (br.through_python, _nested_python)}
 
 
-_PER_ROW = {f: _summed(f, axis=1) for f in (through_python, _nested_python)}
+_PER_ROW = {f: _summed(f, axis=1) for f in (br.through_python, _nested_python)}
 
 
 _SECOND_ORDER_OF_PYTHON = {  # every second-order function, scalar and vector targets
@@ -131,16 +117,16 @@ _SECOND_ORDER_OF_PYTHON = {  # every second-order function, scalar and vector ta
     (case, strategy) for case in _SECOND_ORDER_OF_PYTHON
     for strategy in ([None] if case == "hvp" else [None, "reverse", "forward", "loop"])])
 @pytest.mark.parametrize("target", ["direct", "nested"])
-@pytest.mark.parametrize("route", CALLABLE)
+@pytest.mark.parametrize("route", br.CALLABLE)
 def test_py_function_second_order_of_every_kind(route, target, case, strategy):
     """TensorFlow has no second derivative through a tf.py_function: its gradient runs in
     Python, unrecorded. Left alone it gives None (a scalar target) or drops that part of
     the Hessian; compat_grads raises, in every mode, with every strategy, nested or not,
     and says so at once (no fallback to another strategy is tried first)."""
-    f = through_python if target == "direct" else _nested_python
+    f = br.through_python if target == "direct" else _nested_python
     options = {} if strategy is None else {"strategy": strategy}
     why = [r"no second derivative through it", r"tf\.custom_gradient"]
-    if mode_of(route) == V1_GRAPH and target == "nested":  # no first derivative either
+    if br.mode_of(route) == br.V1_GRAPH and target == "nested":  # no first derivative either
         why = [r"(no second derivative through it|v1 Graph)"]
     with warnings.catch_warnings():
         warnings.simplefilter("error", cg.VectorizationWarning)
@@ -157,7 +143,7 @@ def _python_with_a_gradient(x):
     return y, lambda dy: dy * 2.0 * x
 
 
-@pytest.mark.parametrize("route", CALLABLE)
+@pytest.mark.parametrize("route", br.CALLABLE)
 def test_py_function_with_a_custom_gradient_has_a_hessian(route):
     """The fix the second-order error gives: a gradient made of TensorFlow ops."""
     def build(x):
@@ -166,7 +152,7 @@ def test_py_function_with_a_custom_gradient_has_a_hessian(route):
             return call(route, cg.hessian,
                         lambda x: tf.reduce_sum(_python_with_a_gradient(x) * x), x)
     x = X.astype(np.float64)
-    np.testing.assert_allclose(run(route, build, X), jacobian_of_elementwise(6 * x),
+    np.testing.assert_allclose(run(route, build, X), br.jacobian_of_elementwise(6 * x),
                                rtol=TOL)
 
 
@@ -183,13 +169,13 @@ def test_errors_keep_their_type_through_autograph(error):
                 y = x * 2.0
             return cg.stacked_jacobian(y, x, tape=tape)
         if error == "DerivativeError":
-            return cg.hessian(lambda x: tf.reduce_sum(through_python(x)), x)
-        return cg.stacked_jacobian(square, x, strategy="sideways")
+            return cg.hessian(lambda x: tf.reduce_sum(br.through_python(x)), x)
+        return cg.stacked_jacobian(br.square, x, strategy="sideways")
     with pytest.raises(getattr(cg, error, ValueError), match=r"compat_grads\.\w+: "):
         tf.function(step)()  # autograph=True, the default
 
 
-@pytest.mark.parametrize("route", CALLABLE)
+@pytest.mark.parametrize("route", br.CALLABLE)
 def test_numpy_function_in_per_example_gradients(route):
     """tf.numpy_function runs Python code pfor cannot vectorize (pfor runs it in a loop of
     its own): here it computes a scale from the inputs, a constant for the weights."""
@@ -198,7 +184,7 @@ def test_numpy_function_in_per_example_gradients(route):
             scale = tf.numpy_function(lambda a: np.float32(2.0) + 0 * a, [v[:, :1]], tf.float32)
             return tf.matmul(v, w) * scale
         return cg.per_example_gradients(lambda t, p: (t - p) ** 2, model, x, x[:, :1],
-                                        weights=[w], compile=compiled(route))
+                                        weights=[w], compile=br.compiled(route))
     (out,) = run(route, build, X, variables=[[[1.0], [2.0]]])
     residual = 2 * X.astype(np.float64) @ [[1.0], [2.0]] - X[:, :1]
     np.testing.assert_allclose(out, (2 * residual * 2 * X)[:, :, None], rtol=TOL)
@@ -213,7 +199,7 @@ KINDS = (  # kind, "value" or "error", test
     ("tf.py_function inside a nested tf.function", "value",
      "test_py_function_inside_a_nested_tf_function"),
     ("tf.py_function inside a nested tf.function in a v1 Graph", "error",
-     "test_py_function_inside_a_nested_tf_function_in_a_v1_graph", None, (V1_GRAPH,)),
+     "test_py_function_inside_a_nested_tf_function_in_a_v1_graph", None, (br.V1_GRAPH,)),
     ("tf.py_function, second order: every function, strategy and nesting", "error",
      "test_py_function_second_order_of_every_kind"),
     ("tf.py_function with a custom gradient, second order", "value",

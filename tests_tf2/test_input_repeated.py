@@ -11,21 +11,22 @@ import pytest
 import tensorflow as tf
 
 import compat_grads as cg
-from compat_grads.testing.bad_input_routes import CALLABLE, TOL, X3, compiled, run
+from compat_grads.testing import bad_input_routes as br
+from compat_grads.testing.bad_input_routes import TOL, X3, run
 
 
 def _product_of_copies(s):
     return s[0] * s[1] ** 2  # x³ when both are x
 
 
-@pytest.mark.parametrize("route", CALLABLE)
+@pytest.mark.parametrize("route", br.CALLABLE)
 def test_repeated_primal_in_jvp_vjp_and_hvp(route):
     """jvp along (u, w) is J·(u + w), J the total derivative; vjp gives cᵀJ per occurrence;
     hvp gives H·(u + w) per occurrence."""
     u, w = np.array([1.0, 0.5, -1.0], np.float32), np.array([0.0, 1.0, 2.0], np.float32)
 
     def build(x, u, w):
-        compile = compiled(route)
+        compile = br.compiled(route)
         scalar = lambda s: tf.reduce_sum(_product_of_copies(s))  # noqa: E731
         return (cg.jvp(_product_of_copies, [x, x], [u, w], compile=compile)[1],
                 cg.vjp(_product_of_copies, [x, x], u, compile=compile)[1],

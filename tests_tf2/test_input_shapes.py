@@ -11,25 +11,9 @@ import pytest
 import tensorflow as tf
 
 import compat_grads as cg
-from compat_grads.testing.bad_input_routes import (
-    CALLABLE,
-    GRAPH_TENSOR,
-    ROUTES,
-    TENSOR,
-    TF2_MODES,
-    X,
-    call,
-    compiled,
-    cube_sum,
-    jacobian_of_elementwise,
-    raises,
-    row_cube_sum,
-    run,
-    square,
-)
+from compat_grads.testing import bad_input_routes as br
+from compat_grads.testing.bad_input_routes import X, call, raises, run
 
-FUNCTIONS = [cg.stacked_jacobian, cg.per_element_gradients, cg.batch_jacobian]
-NAMES = [f.__name__ for f in FUNCTIONS]
 XT = tf.constant([[1.0, 2.0], [3.0, 4.0]])
 
 
@@ -37,7 +21,7 @@ XT = tf.constant([[1.0, 2.0], [3.0, 4.0]])
 # Dtypes.
 
 
-@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("route", br.ROUTES)
 def test_mixed_float_dtypes_each_block_in_its_sources_dtype(route):
     def build(x):
         a, b = tf.cast(x[0], tf.float16), tf.cast(x[1], tf.float64)
@@ -51,16 +35,16 @@ def test_mixed_float_dtypes_each_block_in_its_sources_dtype(route):
 
 
 @pytest.mark.parametrize("strategy", ["reverse", "forward", "loop"])
-@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("route", br.ROUTES)
 def test_float64_sources_stay_float64(route, strategy):
     out = run(route, lambda x: call(route, cg.stacked_jacobian, tf.sin, x, strategy=strategy),
               X.astype(np.float64))
     assert out.dtype == np.float64
-    np.testing.assert_allclose(out, jacobian_of_elementwise(np.cos(X.astype(np.float64))),
+    np.testing.assert_allclose(out, br.jacobian_of_elementwise(np.cos(X.astype(np.float64))),
                                rtol=1e-15, atol=1e-15)
 
 
-@pytest.mark.parametrize("fn", FUNCTIONS, ids=NAMES)
+@pytest.mark.parametrize("fn", br.FIRST_ORDER_FUNCTIONS, ids=br.FIRST_ORDER)
 @pytest.mark.parametrize("dtype", [tf.int32, tf.int64, tf.bool])
 def test_integer_or_bool_sources(fn, dtype):
     x = tf.zeros((2, 2), dtype)
@@ -80,16 +64,16 @@ def test_integer_leaf_in_a_nest_is_named():
 
 
 @pytest.mark.parametrize("name", ["batch_jacobian", "batch_hessian"])
-@pytest.mark.parametrize("route", CALLABLE + GRAPH_TENSOR)
+@pytest.mark.parametrize("route", br.CALLABLE + br.GRAPH_TENSOR)
 def test_size_zero_batch(route, name):
-    f = row_cube_sum if name == "batch_hessian" else square
+    f = br.row_cube_sum if name == "batch_hessian" else br.square
     out = run(route, lambda x: call(route, getattr(cg, name), f, x,
                                     unconnected_gradients="zero"), np.zeros([0, 2], np.float32))
     assert out.shape == (0, 2, 2)
 
 
 @pytest.mark.parametrize("name", ["batch_jacobian", "batch_hessian"])
-@pytest.mark.parametrize("route", CALLABLE + GRAPH_TENSOR)
+@pytest.mark.parametrize("route", br.CALLABLE + br.GRAPH_TENSOR)
 def test_batch_sizes_differ(route, name):
     def f(x):
         return tf.reduce_sum(tf.tile(x, [2, 1])[:3], axis=1)
@@ -98,7 +82,7 @@ def test_batch_sizes_differ(route, name):
         run(route, lambda x: call(route, getattr(cg, name), f, x), X)
 
 
-@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("route", br.ROUTES)
 def test_scalar_source_for_batch_jacobian(route):
     with raises(ValueError, "batch_jacobian", r"source needs a leading batch dimension",
                 r"scalar", r"stacked_jacobian"):
@@ -130,14 +114,14 @@ def test_batch_jacobian_missing_batch_dimension(which):
 @pytest.mark.parametrize("target", [None, object(), 3.0], ids=["None", "object", "float"])
 @pytest.mark.parametrize("name", ["stacked_jacobian", "per_element_gradients",
                                   "batch_jacobian"])
-@pytest.mark.parametrize("mode", TF2_MODES)
+@pytest.mark.parametrize("mode", br.TF2_MODES)
 def test_target_that_is_not_a_tensor(mode, name, target):
     with raises(TypeError, name, r"target must be a tf\.Tensor or a callable",
                 rf"target is {type(target).__name__}", r"Pass the tensor"):
         run(f"{mode}.tensor", lambda x: getattr(cg, name)(target, x), X)
 
 
-@pytest.mark.parametrize("fn", FUNCTIONS, ids=NAMES)
+@pytest.mark.parametrize("fn", br.FIRST_ORDER_FUNCTIONS, ids=br.FIRST_ORDER)
 @pytest.mark.parametrize("target", [3.0, np.ones(3), "y", None, [XT]], ids=repr)
 def test_target_neither_tensor_nor_callable(fn, target):
     with pytest.raises(TypeError, match=rf"compat_grads\.{fn.__name__}: target must be a "
@@ -145,7 +129,7 @@ def test_target_neither_tensor_nor_callable(fn, target):
         fn(target, XT)
 
 
-@pytest.mark.parametrize("route", TENSOR)
+@pytest.mark.parametrize("route", br.TENSOR)
 def test_list_of_tensors_as_target(route):
     def build(x):
         return call(route, cg.stacked_jacobian, lambda x: [x[0], x[1]], x)
@@ -155,7 +139,7 @@ def test_list_of_tensors_as_target(route):
 
 
 @pytest.mark.parametrize("name", ["batch_jacobian", "batch_hessian"])
-@pytest.mark.parametrize("route", CALLABLE)
+@pytest.mark.parametrize("route", br.CALLABLE)
 def test_list_of_sources_where_one_tensor_is_needed(route, name):
     with raises(TypeError, name, r"source must be one tensor or variable",
                 r"got a list of 2", r"stacked_jacobian"):
@@ -169,25 +153,25 @@ def test_batch_jacobian_takes_one_source():
 
 
 @pytest.mark.parametrize("name", ["jvp", "vjp", "hvp", "per_example_gradients"])
-@pytest.mark.parametrize("route", CALLABLE)
+@pytest.mark.parametrize("route", br.CALLABLE)
 def test_bad_leaf_named_by_its_argument(route, name):
     """jvp, vjp and hvp call their sources primals, per_example_gradients weights."""
     if name == "per_example_gradients":
         def build(x):
-            return cg.per_example_gradients(lambda t, p: (t - p) ** 2, square, x, x,
+            return cg.per_example_gradients(lambda t, p: (t - p) ** 2, br.square, x, x,
                                             weights=["w"],
-                                            compile=compiled(route))
+                                            compile=br.compiled(route))
         problem = r"weights\[0\] must be a tf\.Tensor or tf\.Variable"
     else:
         def build(x):
-            return call(route, lambda f, x, **kw: getattr(cg, name)(f, x, x, **kw), cube_sum,
+            return call(route, lambda f, x, **kw: getattr(cg, name)(f, x, x, **kw), br.cube_sum,
                         tf.cast(x, tf.int32))
         problem = r"primals must be floating-point"
     with raises(TypeError, name, problem, r"(tf\.cast|Pass the tensors)"):
         run(route, build, X)
 
 
-@pytest.mark.parametrize("fn", FUNCTIONS, ids=NAMES)
+@pytest.mark.parametrize("fn", br.FIRST_ORDER_FUNCTIONS, ids=br.FIRST_ORDER)
 @pytest.mark.parametrize("sources", [[], (), {}], ids=repr)
 def test_empty_sources(fn, sources):
     argument = "source" if fn is cg.batch_jacobian else "sources"
@@ -198,7 +182,7 @@ def test_empty_sources(fn, sources):
 def test_non_tensor_source_for_tensor_target():
     with tf.GradientTape() as tape:
         tape.watch(XT)
-        y = square(XT)
+        y = br.square(XT)
     with pytest.raises(TypeError, match=r"sources must be a tf\.Tensor or tf\.Variable, but "
                                         r"got ndarray"):
         cg.stacked_jacobian(y, np.ones(2), tape=tape)

@@ -10,15 +10,15 @@ in a TF1 process. `python tests_tf2/bad_input_totals.py` counts kinds per mode.
 import bad_input_totals
 import pytest
 
+from compat_grads.testing import bad_input_routes as br
 from compat_grads.testing import bad_inputs
-from compat_grads.testing.bad_input_routes import TF2_MODES
 
-KINDS = bad_inputs.kinds(TF2_MODES)
+KINDS = bad_inputs.kinds(br.TF2_MODES)
 
 
-@pytest.mark.parametrize("case, route", bad_inputs.params(TF2_MODES))
+@pytest.mark.parametrize("case, route", bad_inputs.params(br.TF2_MODES))
 def test_bad_input(case, route):
-    bad_inputs.check(case, route)
+    br.check(case, route)
 
 
 def test_every_test_is_a_kind_of_the_catalogue():

@@ -12,34 +12,25 @@ import pytest
 import tensorflow as tf
 
 import compat_grads as cg
-from compat_grads.testing.bad_input_routes import (
-    TF2_MODES,
-    TOL,
-    X,
-    jacobian_of_elementwise,
-    raises,
-    run,
-    square,
-)
+from compat_grads.testing import bad_input_routes as br
+from compat_grads.testing.bad_input_routes import TOL, X, raises, run
 
-FUNCTIONS = [cg.stacked_jacobian, cg.per_element_gradients, cg.batch_jacobian]
-NAMES = [f.__name__ for f in FUNCTIONS]
 XT = tf.constant([[1.0, 2.0], [3.0, 4.0]])
 
 
-@pytest.mark.parametrize("fn", FUNCTIONS, ids=NAMES)
+@pytest.mark.parametrize("fn", br.FIRST_ORDER_FUNCTIONS, ids=br.FIRST_ORDER)
 def test_eager_tensor_target_without_tape(fn):
     with pytest.raises(cg.ModeError, match=rf"compat_grads\.{fn.__name__}: target is an eager "
                                            r"tensor, but no tape was given\. Pass the "
                                            r"GradientTape .*tape=.* or pass a callable"):
-        fn(square(XT), XT)
+        fn(br.square(XT), XT)
 
 
-@pytest.mark.parametrize("fn", FUNCTIONS, ids=NAMES)
+@pytest.mark.parametrize("fn", br.FIRST_ORDER_FUNCTIONS, ids=br.FIRST_ORDER)
 def test_used_non_persistent_tape(fn):
     with tf.GradientTape() as tape:
         tape.watch(XT)
-        y = square(XT)
+        y = br.square(XT)
     tape.gradient(y, XT)
     with pytest.raises(RuntimeError, match=rf"compat_grads\.{fn.__name__}: the tape has no "
                                            r"record.*already used.*persistent=True"):
@@ -49,7 +40,7 @@ def test_used_non_persistent_tape(fn):
 def test_persistent_tape_can_be_used_again():
     with tf.GradientTape(persistent=True) as tape:
         tape.watch(XT)
-        y = square(XT)
+        y = br.square(XT)
     first = cg.stacked_jacobian(y, XT, tape=tape)
     second = cg.per_element_gradients(y, XT, tape=tape)
     np.testing.assert_allclose(second, 2 * XT.numpy())
@@ -60,7 +51,7 @@ def test_tape_with_callable_target():
     with tf.GradientTape() as tape:
         pass
     with pytest.raises(ValueError, match=r"tape= is only used with a tensor target"):
-        cg.stacked_jacobian(square, XT, tape=tape)
+        cg.stacked_jacobian(br.square, XT, tape=tape)
 
 
 def _spacer(x):
@@ -68,7 +59,7 @@ def _spacer(x):
     return x ** 3
 
 
-@pytest.mark.parametrize("mode", TF2_MODES)
+@pytest.mark.parametrize("mode", br.TF2_MODES)
 def test_slice_taken_after_recording(mode):
     """The known trap: `tape.gradient(f, xy[:, 0])` is None; here a clear error."""
     def build(xy):
@@ -81,7 +72,7 @@ def test_slice_taken_after_recording(mode):
         run(f"{mode}.tape", build, X)
 
 
-@pytest.mark.parametrize("mode", TF2_MODES)
+@pytest.mark.parametrize("mode", br.TF2_MODES)
 def test_variable_the_tape_does_not_watch(mode):
     def build(x, w):
         with tf.GradientTape(persistent=True, watch_accessed_variables=False) as tape:
@@ -93,7 +84,7 @@ def test_variable_the_tape_does_not_watch(mode):
         run(f"{mode}.tape", build, X, variables=[2.0])
 
 
-@pytest.mark.parametrize("mode", TF2_MODES)
+@pytest.mark.parametrize("mode", br.TF2_MODES)
 def test_target_recorded_by_another_tape_still_recording(mode):
     """Nested tapes: the inner tape's gradient is recorded by the outer one only."""
     def build(x):
@@ -110,11 +101,11 @@ def test_target_recorded_by_another_tape_still_recording(mode):
             right = cg.stacked_jacobian(gradient, x, tape=outer)
         return right
     np.testing.assert_allclose(run(f"{mode}.tape", build, X),
-                               jacobian_of_elementwise(6 * X.astype(np.float64)), rtol=TOL)
+                               br.jacobian_of_elementwise(6 * X.astype(np.float64)), rtol=TOL)
 
 
 @pytest.mark.parametrize("unconnected", ["none", "zero"])
-@pytest.mark.parametrize("mode", TF2_MODES)
+@pytest.mark.parametrize("mode", br.TF2_MODES)
 def test_target_recorded_by_another_tape_that_stopped(mode, unconnected):
     """The target was computed under a second tape, after the first one's block ended."""
     def build(x):
@@ -129,10 +120,10 @@ def test_target_recorded_by_another_tape_that_stopped(mode, unconnected):
             cg.stacked_jacobian(y, x, tape=first, unconnected_gradients=unconnected)
         return cg.stacked_jacobian(y, x, tape=second)
     np.testing.assert_allclose(run(f"{mode}.tape", build, X),
-                               jacobian_of_elementwise(3 * X.astype(np.float64) ** 2), rtol=TOL)
+                               br.jacobian_of_elementwise(3 * X.astype(np.float64) ** 2), rtol=TOL)
 
 
-@pytest.mark.parametrize("mode", TF2_MODES)
+@pytest.mark.parametrize("mode", br.TF2_MODES)
 def test_constant_target_is_unconnected_not_misrecorded(mode):
     """A target made through tf.stop_gradient is recorded by no tape: its derivatives are
     rightly zeros, even with another tape alive that recorded other things."""
@@ -147,7 +138,7 @@ def test_constant_target_is_unconnected_not_misrecorded(mode):
     np.testing.assert_array_equal(run(f"{mode}.tape", build, X), np.zeros(X.shape * 2))
 
 
-@pytest.mark.parametrize("mode", TF2_MODES)
+@pytest.mark.parametrize("mode", br.TF2_MODES)
 def test_watched_source_the_target_does_not_depend_on(mode):
     """Not a mistake: a watched source the target does not use gives None, or zeros."""
     def build(a, b):
@@ -164,7 +155,7 @@ def test_watched_source_the_target_does_not_depend_on(mode):
     np.testing.assert_array_equal(db_zero, np.zeros((2, 3)))
 
 
-@pytest.mark.parametrize("mode", TF2_MODES)
+@pytest.mark.parametrize("mode", br.TF2_MODES)
 def test_variable_the_target_never_read(mode):
     """A tape watches the variables it sees read: one it never saw is truly unconnected."""
     def build(x, v, w):

@@ -10,29 +10,20 @@ import pytest
 import tensorflow as tf
 
 import compat_grads as cg
-from compat_grads.testing.bad_input_routes import (
-    FUNCTION,
-    GRAPHS,
-    TOL,
-    V1_GRAPH,
-    X,
-    call,
-    cube_sum,
-    jacobian_of_elementwise,
-    run,
-)
+from compat_grads.testing import bad_input_routes as br
+from compat_grads.testing.bad_input_routes import TOL, X, call, run
 
 
 @pytest.mark.parametrize("strategy", ["forward", "reverse"])
-@pytest.mark.parametrize("route", GRAPHS)
+@pytest.mark.parametrize("route", br.GRAPHS)
 def test_unknown_rank_hessian(route, strategy):
-    out = run(route, lambda x: call(route, cg.hessian, cube_sum, x, strategy=strategy), X,
+    out = run(route, lambda x: call(route, cg.hessian, br.cube_sum, x, strategy=strategy), X,
               unknown_rank=True)
-    np.testing.assert_allclose(out, jacobian_of_elementwise(6 * X.astype(np.float64)),
+    np.testing.assert_allclose(out, br.jacobian_of_elementwise(6 * X.astype(np.float64)),
                                rtol=TOL)
 
 
-@pytest.mark.parametrize("route", GRAPHS)
+@pytest.mark.parametrize("route", br.GRAPHS)
 def test_unknown_rank_per_element_gradients(route):
     out = run(route, lambda x: call(route, cg.per_element_gradients, tf.sin, x), X,
               unknown_rank=True)
@@ -42,17 +33,17 @@ def test_unknown_rank_per_element_gradients(route):
 UNKNOWN_RANK_PRODUCTS = {  # name: (call, analytic value at X)
     "jvp": (lambda x: cg.jvp(tf.sin, x, tf.ones_like(x))[1], lambda x: np.cos(x)),
     "vjp": (lambda x: cg.vjp(tf.sin, x, tf.ones_like(x))[1], lambda x: np.cos(x)),
-    "hvp": (lambda x: cg.hvp(cube_sum, x, tf.ones_like(x)), lambda x: 6 * x),
+    "hvp": (lambda x: cg.hvp(br.cube_sum, x, tf.ones_like(x)), lambda x: 6 * x),
     "stacked_jacobian-chunked": (
         lambda x: cg.stacked_jacobian(tf.sin, x, chunk_size=1),
-        lambda x: jacobian_of_elementwise(np.cos(x))),
-    "hessian-loop": (lambda x: cg.hessian(cube_sum, x, strategy="loop"),
-                     lambda x: jacobian_of_elementwise(6 * x)),
+        lambda x: br.jacobian_of_elementwise(np.cos(x))),
+    "hessian-loop": (lambda x: cg.hessian(br.cube_sum, x, strategy="loop"),
+                     lambda x: br.jacobian_of_elementwise(6 * x)),
 }
 
 
 @pytest.mark.parametrize("name", UNKNOWN_RANK_PRODUCTS)
-@pytest.mark.parametrize("mode", (FUNCTION, V1_GRAPH))
+@pytest.mark.parametrize("mode", (br.FUNCTION, br.V1_GRAPH))
 def test_unknown_rank_products_and_chunks(mode, name):
     compute, analytic = UNKNOWN_RANK_PRODUCTS[name]
     out = run(f"{mode}.callable", compute, X, unknown_rank=True)
@@ -60,7 +51,7 @@ def test_unknown_rank_products_and_chunks(mode, name):
 
 
 @pytest.mark.parametrize("independent", [True, False], ids=["independent", "exact"])
-@pytest.mark.parametrize("mode", (FUNCTION, V1_GRAPH))
+@pytest.mark.parametrize("mode", (br.FUNCTION, br.V1_GRAPH))
 def test_unknown_rank_per_example_gradients(mode, independent):
     def build(x, w):
         return cg.per_example_gradients(lambda t, p: (t - p) ** 2, lambda v: tf.matmul(v, w),
@@ -71,7 +62,7 @@ def test_unknown_rank_per_example_gradients(mode, independent):
     np.testing.assert_allclose(out, (2 * residual * X)[:, :, None], rtol=TOL)
 
 
-@pytest.mark.parametrize("route", GRAPHS)
+@pytest.mark.parametrize("route", br.GRAPHS)
 def test_unknown_rank_scalar_fed_to_batch_jacobian(route):
     with pytest.raises(tf.errors.InvalidArgumentError,
                        match=r"compat_grads\.batch_jacobian: (target|source) needs a leading "
@@ -103,5 +94,5 @@ KINDS = (  # kind, "value" or "error", test
      "test_unknown_rank_scalar_fed_to_batch_jacobian"),
     ("unknown batch sizes that differ (run time)", "error",
      "test_batch_jacobian_unknown_batch_mismatch_fails_at_run_time_with_our_message",
-     None, (V1_GRAPH,)),
+     None, (br.V1_GRAPH,)),
 )

@@ -69,6 +69,7 @@ FUNCTIONS = ("stacked_jacobian", "per_element_gradients", "batch_jacobian",
 MATERIALISING = ("stacked_jacobian", "batch_jacobian", "per_example_gradients", "hessian",
                  "batch_hessian")
 FIRST_ORDER = ("stacked_jacobian", "per_element_gradients", "batch_jacobian")
+FIRST_ORDER_FUNCTIONS = tuple(getattr(cg, name) for name in FIRST_ORDER)
 TAKES = {
     "compile": FUNCTIONS,
     "jit_compile": FUNCTIONS,
@@ -181,9 +182,11 @@ def standard(name, route, x, variable=None, **options):
     """A valid call of the public function `name` on the route, with `options` added."""
     if name == "per_example_gradients":
         w = tf.Variable([[1.0], [2.0]]) if variable is None else variable
+        if not compiled(route):
+            options["compile"] = False
         return cg.per_example_gradients(lambda y_true, y_pred: (y_true - y_pred) ** 2,
                                         lambda v: tf.matmul(v, w), x, x[:, :1], weights=[w],
-                                        compile=compiled(route), **options)
+                                        **options)
     f = {"hessian": cube_sum, "batch_hessian": row_cube_sum, "hvp": cube_sum}.get(name, square)
     return call(route, product(name), f, x, **options)
 
