@@ -45,23 +45,23 @@ def no_work(monkeypatch):
 @pytest.mark.parametrize("route", br.TF1_BOTH)
 def test_jacobian_too_big_for_memory_fails_before_anything_is_built(route, name, no_work):
     target = br.huge_target(name, None)
-    run(route, lambda x: br.refused_before_building(name, route, target, x, None),
+    run(route, lambda x: br.refused_before_building(name, route, target, x, None, 12),
         np.zeros(br.huge_shape(name), np.float32))
 
 
 def in_graph(build, *arrays):
-    """`build(*placeholders)` in a new br.TF1 graph, run in a Session fed `arrays`."""
+    """`build(*placeholders)` in a new TF1 graph, run in a Session fed `arrays`."""
     return run(br.TF1_BOTH[0], build, *arrays)
 
 
 # ----------------------------------------------------------------------------------------
-# A br.TF1 tf.while_loop in the target: br.TF1 cannot build its gradient inside another loop, but
+# A TF1 tf.while_loop in the target: TF1 cannot build its gradient inside another loop, but
 # it can build the loop and its gradient together inside one. A callable target is run
 # again for each row (a VectorizationWarning says so); a tensor target, and the gradient of
 # the gradient forward mode needs, are DerivativeErrors.
 
 def _v1_loop(x):
-    """x³, elementwise, by a br.TF1 while_loop."""
+    """x³, elementwise, by a TF1 while_loop."""
     _, y = tf.compat.v1.while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, a * x),
                                    (0, tf.ones_like(x)))
     return y
@@ -77,7 +77,7 @@ def test_v1_while_loop_in_a_callable_target(name, strategy):
     x = X.astype(np.float64)
     want = (br.jacobian_of_elementwise(3 * x ** 2) if name == "stacked_jacobian"
             else br.per_sample(3 * x ** 2))
-    with pytest.warns(cg.VectorizationWarning, match=rf"{name}: the target runs a br.TF1 "
+    with pytest.warns(cg.VectorizationWarning, match=rf"{name}: the target runs a TF1 "
                       r"tf\.while_loop.*running the target again for each"):
         out = in_graph(lambda x: getattr(cg, name)(_v1_loop, x, strategy=strategy), X)
     np.testing.assert_allclose(out, want, rtol=TOL)
@@ -91,12 +91,12 @@ def test_v1_while_loop_vjp():
 @pytest.mark.parametrize("strategy", ["auto", "reverse", "forward", "loop"])
 @pytest.mark.parametrize("name", ["stacked_jacobian", "batch_jacobian"])
 def test_v1_while_loop_in_a_tensor_target(name, strategy):
-    with raises(cg.DerivativeError, name, r"the target runs a br.TF1 tf\.while_loop",
+    with raises(cg.DerivativeError, name, r"the target runs a TF1 tf\.while_loop",
                 r"needs it once per row", r"Pass the target as a callable"):
         in_graph(lambda x: getattr(cg, name)(_v1_loop(x), x, strategy=strategy), X)
 
 
-FORWARD_MODE_THROUGH_A_V1_LOOP = {  # br.TF1 has no gradient of a while_loop's gradient
+FORWARD_MODE_THROUGH_A_V1_LOOP = {  # TF1 has no gradient of a while_loop's gradient
     "stacked_jacobian-forward": lambda x: cg.stacked_jacobian(_v1_loop, x, strategy="forward"),
     "per_element_gradients": lambda x: cg.per_element_gradients(_v1_loop, x),
     "per_element_gradients-tensor": lambda x: cg.per_element_gradients(_v1_loop(x), x),
@@ -117,7 +117,7 @@ def test_v1_while_loop_forward_mode_and_second_order(case):
 
 
 # ----------------------------------------------------------------------------------------
-# tf.py_function in a br.TF1 graph, second order (the first-order kinds are rows of the table).
+# tf.py_function in a TF1 graph, second order (the first-order kinds are rows of the table).
 
 _TOTAL = lambda x: tf.reduce_sum(br.through_python(x))  # noqa: E731
 
@@ -142,7 +142,7 @@ def test_py_function_second_order(route, case, strategy):
 
 
 # ----------------------------------------------------------------------------------------
-# The catalogue: the table's kinds on the br.TF1 routes, and the plain tests above.
+# The catalogue: the table's kinds on the TF1 routes, and the plain tests above.
 
 KINDS = (
     *bad_inputs.kinds((br.TF1,)),
@@ -150,11 +150,11 @@ KINDS = (
      "test_the_gradient_of_a_gather_from_a_variable_is_indexed_slices"),
     ("a Jacobian too big for memory", "error",
      "test_jacobian_too_big_for_memory_fails_before_anything_is_built"),
-    ("a br.TF1 while_loop in a callable target", "value",
+    ("a TF1 while_loop in a callable target", "value",
      "test_v1_while_loop_in_a_callable_target"),
-    ("a br.TF1 while_loop: vjp", "value", "test_v1_while_loop_vjp"),
-    ("a br.TF1 while_loop in a tensor target", "error", "test_v1_while_loop_in_a_tensor_target"),
-    ("a br.TF1 while_loop: forward mode and second order", "error",
+    ("a TF1 while_loop: vjp", "value", "test_v1_while_loop_vjp"),
+    ("a TF1 while_loop in a tensor target", "error", "test_v1_while_loop_in_a_tensor_target"),
+    ("a TF1 while_loop: forward mode and second order", "error",
      "test_v1_while_loop_forward_mode_and_second_order"),
     ("tf.py_function, second order", "error", "test_py_function_second_order"),
 )

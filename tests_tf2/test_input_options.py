@@ -36,7 +36,7 @@ def test_loss_fn_not_callable(route):
                                   "batch_jacobian"))
 @pytest.mark.parametrize("route", br.TENSOR)
 def test_tape_of_the_wrong_type(name, route):
-    with raises(TypeError, name, r"tape must be a tf\.GradientTape", r"got str",
+    with raises(TypeError, name, r"tape must be a tf\.GradientTape, but got str",
                 r"Pass the GradientTape"):
         run(route, lambda x: getattr(cg, name)(br.square(x), x, tape="tape"), X)
 

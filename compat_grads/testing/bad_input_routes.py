@@ -1,7 +1,8 @@
 """The route helpers of the bad-input tests (`compat_grads.testing.bad_inputs` and the
 `tests_tf2/test_input_*.py`, `tests_tf1/test_bad_input_tf1.py` files): the routes, running a
-build in a route's mode, calling a public function with a callable or a tensor target, and
-the error a message must match.
+build in a route's mode, calling a public function with a callable or a tensor target, the
+error a message must match, and the entry of the case table (`BadInput`, what it gives:
+`Value` or `Error`) with `check`, which runs one entry on one route.
 
 A route is `<mode>.<target>`: the modes are those of `compat_grads.testing.routes`; the
 target is a callable ("callable", compiled and cached in eager mode; "uncompiled" with
@@ -211,9 +212,10 @@ def stop_stacking(monkeypatch):
     monkeypatch.setattr(_jacobians, "stack", started)
 
 
-def refused_before_building(name, route, target, x, w):
+def refused_before_building(name, route, target, x, w, digits=11):
     """Asserts that `name` on the route refuses the huge `target(x)` at once: the error names
-    the bytes and the options that fit, and at most the forward pass was built."""
+    the bytes (a number of at least `digits` digits) and the options that fit, and at most
+    the forward pass was built."""
     graph = None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
 
     def ops():
@@ -221,7 +223,7 @@ def refused_before_building(name, route, target, x, w):
     before = ops()
     target(x)
     forward, before = ops() - before, ops()  # the ops of one forward pass
-    with raises(ValueError, name, r"the result would take \d{11,} bytes", r"in all, more "
+    with raises(ValueError, name, rf"the result would take \d{{{digits},}} bytes", r"in all, more "
                 r"than max_bytes=17179869184 \(16\.0 GiB\)", r"chunk_size=", r"max_bytes="):
         if name == "per_example_gradients":
             cg.per_example_gradients(lambda t, p: (t - p) ** 2, target, x, x, weights=[w],

@@ -26,27 +26,6 @@ from compat_grads.testing.bad_input_routes import BadInput, Error, Value, mode_o
 TOL = r.TOL
 _X64 = r.X.astype(np.float64)
 
-def params(suite_modes):
-    """`(case, route)` pytest params of every table entry on the routes of `suite_modes`."""
-    return [pytest.param(case, route, id=f"{case.id}-{route}") for case in TABLE
-            for route in case.routes if mode_of(route) in suite_modes]
-
-
-def kinds(suite_modes, test="test_bad_input"):
-    """The catalogue rows of the table's kinds that run in `suite_modes`: (kind, "value" or
-    "error", the runner test, a regular expression its ids match, the modes)."""
-    rows = {}
-    for case in TABLE:
-        where = [mode_of(r) for r in case.routes if mode_of(r) in suite_modes]
-        if where:
-            outcome = "error" if isinstance(case.gives, Error) else "value"
-            ids, found = rows.setdefault(case.kind, (outcome, [], {}))[1:]
-            ids.append(re.escape(case.id))
-            found.update(dict.fromkeys(where))
-    return tuple((kind, outcome, test, rf"^({'|'.join(ids)})-", tuple(found))
-                 for kind, (outcome, ids, found) in rows.items())
-
-
 
 # ------------------------------------------------------------------------------ the table
 # Each builder below gives the entries of one section of the catalogue.
@@ -420,3 +399,24 @@ TABLE = (*_options(), *_returns_none(), *_unknown_rank(), *_composites(), *_fore
          *_memory(), *_dtypes(), *_shapes(), *_nan_and_inf(), *_integer_valued_ops(),
          *_python_ops(), *_repeated(), *_closures_and_variables(), *_tapes_and_third_order())
 """Every kind of bad or unusual input the two suites share, on the routes it runs on."""
+
+
+def params(suite_modes):
+    """`(case, route)` pytest params of every table entry on the routes of `suite_modes`."""
+    return [pytest.param(case, route, id=f"{case.id}-{route}") for case in TABLE
+            for route in case.routes if mode_of(route) in suite_modes]
+
+
+def kinds(suite_modes, test="test_bad_input"):
+    """The catalogue rows of the table's kinds that run in `suite_modes`: (kind, "value" or
+    "error", the runner test, a regular expression its ids match, the modes)."""
+    rows = {}
+    for case in TABLE:
+        where = [mode_of(route) for route in case.routes if mode_of(route) in suite_modes]
+        if where:
+            outcome = "error" if isinstance(case.gives, Error) else "value"
+            ids, found = rows.setdefault(case.kind, (outcome, [], {}))[1:]
+            ids.append(re.escape(case.id))
+            found.update(dict.fromkeys(where))
+    return tuple((kind, outcome, test, rf"^({'|'.join(ids)})-", tuple(found))
+                 for kind, (outcome, ids, found) in rows.items())
