@@ -13,6 +13,9 @@ WIDTH = 96
 """The longest docstring line, indentation included."""
 
 PARAGRAPHS = {
+    "target": "target: the tensor `y` (graph mode and `tf.function`; in eager mode together "
+              "with the `tape` that recorded it), or a callable `f(sources) -> y` (every "
+              "mode).",
     "tape": "tape: the `tf.GradientTape` that recorded an eager tensor target.",
     "unconnected_gradients": 'unconnected_gradients: "none" or "zero", as in '
                              "`stacked_jacobian`.",

@@ -20,8 +20,7 @@ def stacked_jacobian(target: Target, sources: Nest, *, tape: tf.GradientTape | N
     Shape: `J[k].shape == y.shape + x_k.shape`, `J[k][i..., j...] = d y[i...] / d x_k[j...]`.
 
     Args:
-      target: the tensor `y` (graph mode and `tf.function`; in eager mode together with the
-        `tape` that recorded it), or a callable `f(sources) -> y` (every mode).
+      {target}
       sources: a tensor, a variable, or a list / tuple / dict nest of them. A tensor given
         twice (`[x, x]`) gets the total derivative in each place, as `tf.gradients` gives.
       tape: the `tf.GradientTape` that recorded an eager tensor target (a variable target
@@ -79,6 +78,7 @@ def stacked_jacobian(target: Target, sources: Nest, *, tape: tf.GradientTape | N
                      chunk_size=chunk_size, unconnected_gradients=unconnected_gradients,
                      max_bytes=max_bytes, distribute=distribute, gather=gather)
 
+
 @_call.public
 def per_element_gradients(target: Target, sources: Nest, *,
                           tape: tf.GradientTape | None = None,
@@ -91,8 +91,7 @@ def per_element_gradients(target: Target, sources: Nest, *,
     Compare `tf.gradients(y, x)`, which sums over `y` instead and has the shape of `x`.
 
     Args:
-      target: the tensor `y` (graph mode and `tf.function`; in eager mode together with the
-        `tape` that recorded it), or a callable `f(sources) -> y` (every mode).
+      {target}
       sources: a tensor, a variable, or a list / tuple / dict nest of them.
       {tape}
       {unconnected_gradients}
@@ -125,6 +124,7 @@ def per_element_gradients(target: Target, sources: Nest, *,
     return _call.run(_specs.PER_ELEMENT_GRADIENTS, target, (sources,), compile=compile,
                      jit_compile=jit_compile, tape=tape,
                      unconnected_gradients=unconnected_gradients)
+
 
 @_call.public
 def batch_jacobian(target: Target, source: TensorLike, *,
@@ -185,6 +185,7 @@ def batch_jacobian(target: Target, source: TensorLike, *,
                      chunk_size=chunk_size, unconnected_gradients=unconnected_gradients,
                      independent=independent, max_bytes=max_bytes, distribute=distribute,
                      gather=gather)
+
 
 @_call.public
 def per_example_gradients(loss_fn, model, x, y, *, weights: Nest = None,
@@ -266,6 +267,7 @@ def per_example_gradients(loss_fn, model, x, y, *, weights: Nest = None,
                      chunk_size=chunk_size, max_bytes=max_bytes, distribute=distribute,
                      gather=gather)
 
+
 @_call.public
 def hessian(target: Target, sources: Nest, *, strategy: Strategy = "auto",
             unconnected_gradients: Unconnected = "none", chunk_size: int | None = None,
@@ -322,6 +324,7 @@ def hessian(target: Target, sources: Nest, *, strategy: Strategy = "auto",
                      jit_compile=jit_compile, strategy=strategy, chunk_size=chunk_size,
                      unconnected_gradients=unconnected_gradients, max_bytes=max_bytes,
                      distribute=distribute, gather=gather)
+
 
 @_call.public
 def batch_hessian(target: Target, source: TensorLike, *, strategy: Strategy = "auto",
@@ -384,6 +387,7 @@ def batch_hessian(target: Target, source: TensorLike, *, strategy: Strategy = "a
                      unconnected_gradients=unconnected_gradients, independent=independent,
                      max_bytes=max_bytes, distribute=distribute, gather=gather)
 
+
 @_call.public
 def jvp(f, primals: Nest, tangents: Nest, *, compile: bool = True, jit_compile: bool = False):
     """Forward mode: the outputs of `f` and their directional derivative along `tangents`.
@@ -420,8 +424,8 @@ def jvp(f, primals: Nest, tangents: Nest, *, compile: bool = True, jit_compile: 
       Before: `g = tf.gradients(y, x, grad_ys=u); tf.gradients(g, u, grad_ys=v)` with a
       placeholder u. After: `cg.jvp(f, x, v)`.
     """
-    return _call.run(_specs.JVP, f, (primals, tangents), compile=compile,
-                     jit_compile=jit_compile)
+    return _call.run(_specs.JVP, f, (primals, tangents), compile=compile, jit_compile=jit_compile)
+
 
 @_call.public
 def vjp(f, primals: Nest, cotangents: Nest, *, compile: bool = True,
@@ -454,8 +458,8 @@ def vjp(f, primals: Nest, cotangents: Nest, *, compile: bool = True,
     Migrating from TF1:
       Before: `tf.gradients(y, x, grad_ys=u)`. After: `cg.vjp(f, x, u)` in every mode.
     """
-    return _call.run(_specs.VJP, f, (primals, cotangents), compile=compile,
-                     jit_compile=jit_compile)
+    return _call.run(_specs.VJP, f, (primals, cotangents), compile=compile, jit_compile=jit_compile)
+
 
 @_call.public
 def hvp(f, primals: Nest, vector: Nest, *, compile: bool = True,
@@ -490,5 +494,4 @@ def hvp(f, primals: Nest, vector: Nest, *, compile: bool = True,
       Before: `tf.gradients(tf.reduce_sum(tf.gradients(f, x)[0] * v), x)`. After:
       `cg.hvp(f, x, v)`.
     """
-    return _call.run(_specs.HVP, f, (primals, vector), compile=compile,
-                     jit_compile=jit_compile)
+    return _call.run(_specs.HVP, f, (primals, vector), compile=compile, jit_compile=jit_compile)
