@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from compat_grads._errors import DerivativeError, ModeError, VectorizationWarning
 
 if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and IDEs
+    from compat_grads._compile import clear_cache
     from compat_grads.api import (
         batch_hessian,
         batch_jacobian,
@@ -23,7 +24,7 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and
         stacked_jacobian,
         vjp,
     )
-    from compat_grads.dispatch import clear_cache, execution_mode
+    from compat_grads.dispatch import execution_mode
 
 __version__ = "0.1.0"
 
@@ -31,7 +32,8 @@ _LAZY = {
     **dict.fromkeys(("batch_hessian", "batch_jacobian", "hessian", "hvp", "jvp",
                      "per_element_gradients", "per_example_gradients", "stacked_jacobian",
                      "vjp"), "compat_grads.api"),
-    **dict.fromkeys(("clear_cache", "execution_mode"), "compat_grads.dispatch"),
+    "clear_cache": "compat_grads._compile",
+    "execution_mode": "compat_grads.dispatch",
 }
 
 __all__ = [

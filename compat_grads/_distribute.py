@@ -2,7 +2,9 @@
 `tf.distribute.Strategy` or on a list of devices (the TF1 way), then gathered.
 
 Each function says how it splits its work into `count` pieces and how the gathered pieces
-become its result; this module runs the pieces (one per replica, or one per device) and
+become its result, given the computation each piece runs (the call path,
+`compat_grads._call`, builds it from the function's spec: this module never calls a public
+function); this module runs the pieces (one per replica, or one per device) and
 gathers them. Piece `r` of `count` covers the items `[r * n // count, (r + 1) * n // count)`
 of the `n` being split: an even split, the sizes differing by at most one.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
+from compat_grads import _jacobians, dispatch
 from compat_grads._errors import ModeError, describe, message
 from compat_grads._tf import tf
 
@@ -58,9 +61,7 @@ def check(function: str, distribute, gather, compile, tape=None) -> None:
             function, "distribute= cannot use a tape: a tape records one replica's "
             "computation, and every replica must compute its own share",
             "Pass the target as a callable f(sources) instead of a tensor and its tape."))
-    from compat_grads.dispatch import EAGER, execution_mode
-
-    if compile is not True and execution_mode() == EAGER:
+    if compile is not True and dispatch.runs_eagerly():
         raise ValueError(message(
             function, "distribute= needs compile=True in eager mode (the replicas run one "
             "traced tf.function), but got compile=False", "Drop compile=False."))
@@ -71,9 +72,7 @@ def check(function: str, distribute, gather, compile, tape=None) -> None:
             function, f"distribute must be a tf.distribute.Strategy or a list of device "
             f"names, but got {describe(distribute)}", "Pass e.g. "
             "tf.distribute.MirroredStrategy(), or ['/cpu:0', '/cpu:1'] in a TF1 graph."))
-    from compat_grads.dispatch import GRAPH, execution_mode
-
-    if execution_mode() == GRAPH:
+    if dispatch.in_tf1_graph():
         raise ModeError(message(
             function, "a tf.distribute.Strategy cannot split the work of a TF1 graph "
             "(or a tf.Graph().as_default() block)", "Pass a list of device names, e.g. "
@@ -108,9 +107,7 @@ def run(function: str, distribute, gather: bool, split: Split, jit_compile: bool
         return split.finish([_concat(list(blocks), axis)
                              for blocks, axis in zip(zip(*pieces), split.axes())])
 
-    from compat_grads.dispatch import EAGER, execution_mode
-
-    if execution_mode() == EAGER:  # one traced function per call for all the pieces
+    if dispatch.runs_eagerly():  # one traced function per call for all the pieces
         return tf.function(placed, jit_compile=jit_compile, autograph=False)()
     return placed()
 
@@ -130,9 +127,7 @@ def _on_replicas(function, strategy, gather, split, jit_compile):
         # strategy.run returns tensors only: a missing block travels as an empty one
         return [tf.zeros([0]) if b is None else b for b in blocks]
 
-    from compat_grads.dispatch import EAGER, execution_mode
-
-    if execution_mode() == EAGER:  # one traced function per call, as strategy.run wants
+    if dispatch.runs_eagerly():  # one traced function per call, as strategy.run wants
         replica = tf.function(replica, jit_compile=jit_compile, autograph=False)
     per_replica = strategy.run(replica)
     per_replica = [None if missing[i] else b for i, b in enumerate(per_replica)]
@@ -159,6 +154,25 @@ def hashable(distribute):
     """`distribute` as a cache key: a list of devices becomes a tuple."""
     devices = _devices(distribute)
     return tuple(devices) if devices is not None else distribute
+
+
+def needs_callable(function, target, why) -> None:
+    """Refuses a tensor target where the pieces must run the computation (`why`)."""
+    if not callable(target):
+        raise TypeError(message(
+            function, f"distribute= needs the target as a callable ({why}), but got "
+            f"{describe(target)}", "Pass f itself (e.g. lambda x: model(x)) instead of "
+            "its output."))
+
+
+def needs_independent(function, independent) -> None:
+    """Refuses coupled examples: the split gives each piece its own examples."""
+    if independent is not True:
+        raise ValueError(message(
+            function, f"distribute= splits the examples between the pieces, which needs "
+            f"independent=True, but got independent={independent!r} (coupled examples "
+            "need the whole batch in one piece)", "Drop distribute=, or pass "
+            "independent=True when examples do not interact."))
 
 
 def _devices(distribute):
@@ -188,20 +202,23 @@ def _flat_rows(function, y, r, count):
     return tf.reshape(y, [-1])[start:end], shape
 
 
-def jacobian_split(function, target, sources, options) -> Split:
+def jacobian_split(function, jacobian, target, sources, how) -> Split:
     """stacked_jacobian: for a callable, the direction "auto" would take for the whole
     Jacobian decides: columns (elements of each source) per piece in forward mode, rows of
-    the flattened target per piece in reverse mode. A tensor target is split by rows."""
-    from compat_grads import _jacobians, api
+    the flattened target per piece in reverse mode. A tensor target is split by rows.
 
+    Args:
+      jacobian: `jacobian(target, sources, how)` -> the undistributed Jacobian blocks, in
+        the structure of `sources`.
+      how: the `compat_grads._options.How` of the call.
+    """
     flat_sources, seen = tf.nest.flatten(sources), {}
     if callable(target):
         direction = _jacobians.choose_strategy(
-            options["strategy"], _target_size(target, sources),
-            sum(_size(x) for x in flat_sources))
+            how.strategy, _target_size(target, sources), sum(_size(x) for x in flat_sources))
+        how = dataclasses.replace(how, strategy=direction)
         if direction == "forward":
-            return _column_split(function, target, sources, dict(options, strategy=direction))
-        options = dict(options, strategy=direction)
+            return _column_split(function, jacobian, target, sources, how)
 
     def piece(r, count):
         def rows(src):
@@ -209,10 +226,10 @@ def jacobian_split(function, target, sources, options) -> Split:
             return part
 
         if callable(target):
-            blocks = api.stacked_jacobian(rows, sources, **options)
+            blocks = jacobian(rows, sources, how)
         else:
             part, seen["y"] = _flat_rows(function, target, r, count)
-            blocks = api.stacked_jacobian(part, sources, **options)
+            blocks = jacobian(part, sources, how)
         return tf.nest.flatten(blocks)
 
     def finish(blocks):
@@ -238,9 +255,7 @@ def _target_size(target, sources):
     return None if not sizes or None in sizes else sum(sizes)
 
 
-def _column_split(function, target, sources, options) -> Split:
-    from compat_grads import api
-
+def _column_split(function, jacobian, target, sources, how) -> Split:
     flat_sources, seen = tf.nest.flatten(sources), {}
     shapes = [_static_shape(function, "source", tf.convert_to_tensor(x))
               for x in flat_sources]
@@ -257,7 +272,7 @@ def _column_split(function, target, sources, options) -> Split:
             seen["y"] = _static_shape(function, "target", y)
             return y
 
-        return list(api.stacked_jacobian(columns, parts, **options))
+        return list(jacobian(columns, parts, how))
 
     def finish(blocks):
         return tf.nest.pack_sequence_as(sources, [
@@ -268,22 +283,26 @@ def _column_split(function, target, sources, options) -> Split:
                  lambda blocks: tf.nest.pack_sequence_as(sources, blocks))
 
 
-def hessian_split(function, target, sources, options) -> Split:
-    """hessian: rows of each row-source's first Jacobian (flattened) per piece."""
-    from compat_grads import api
+def hessian_split(function, jacobian, target, sources, how) -> Split:
+    """hessian: rows of each row-source's first Jacobian (flattened) per piece.
 
+    Args:
+      jacobian: `jacobian(target, sources, how)`, as for `jacobian_split`: the pieces are
+        Jacobians of rows of the first Jacobian.
+      how: the `compat_grads._options.How` of the call.
+    """
     flat_sources, seen = tf.nest.flatten(sources), {}
-    first_options = dict(options, unconnected_gradients="zero", chunk_size=None)
+    first_how = dataclasses.replace(how, unconnected="zero", chunk_size=None)
 
     def piece(r, count):
         blocks = []
         for k in range(len(flat_sources)):
             def rows(src, k=k):
-                first = tf.nest.flatten(api.stacked_jacobian(target, src, **first_options))[k]
+                first = tf.nest.flatten(jacobian(target, src, first_how))[k]
                 part, seen["y", k] = _flat_rows(function, first, r, count)
                 return part
 
-            blocks += tf.nest.flatten(api.stacked_jacobian(rows, sources, **options))
+            blocks += tf.nest.flatten(jacobian(rows, sources, how))
         return blocks
 
     def finish(blocks):

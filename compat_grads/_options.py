@@ -1,7 +1,7 @@
 """The options of the public functions: checked strictly, once, before anything else runs.
 
-Every public function calls `check` first, before the eager cache builds its key from the
-options (an unhashable option would otherwise fail there with TensorFlow's or Python's
+The call path (`compat_grads._call`) calls `check` first, before the eager cache builds its key
+from the options (an unhashable option would otherwise fail there with TensorFlow's or Python's
 words, not ours) and before anything is built or run. A value of the wrong type is a
 `TypeError`, a value of the right type that is not allowed a `ValueError`.
 """
@@ -49,18 +49,34 @@ class How:
                                    planned=self.planned or self.strategy == "auto")
 
 
-def how(options: dict) -> How:
-    """The `How` of a public call's checked options."""
-    return How(options.get("strategy", "auto"), options.get("unconnected_gradients", "none"),
-               options.get("chunk_size"), options.get("max_bytes"))
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """A public call's checked options: `how` for the math, the rest for the call path
+    (`compat_grads._call`). Immutable, so a piece of a `distribute=` split or a compiled
+    function sees the options the call was checked with."""
+
+    how: How = How()
+    tape: tf.GradientTape | None = None
+    independent: bool = True
+    loss_fn: object = None
+    compile: bool = True
+    jit_compile: bool = False
+    distribute: object = None
+    gather: bool = True
 
 
-def check(function: str, options: dict, **flags) -> dict:
-    """`options` checked and normalised (the enum to its string, numpy integers to int), as
-    a new dict in the same order; `flags` (compile, jit_compile) checked to be bools."""
-    for name, value in flags.items():
-        _check_bool(function, name, value)
-    return {name: _CHECKS[name](function, name, value) for name, value in options.items()}
+def check(function: str, *, compile, jit_compile, distribute=None, gather=True,
+          **options) -> Options:
+    """The `Options` of a public call: `compile` and `jit_compile` checked to be bools, then
+    `options` in their order (the enum to its string, numpy integers to int). `distribute`
+    and `gather` are checked by `compat_grads._distribute.check` when `distribute` is given."""
+    flags = [_check_bool(function, name, value)
+             for name, value in (("compile", compile), ("jit_compile", jit_compile))]
+    checked = {name: _CHECKS[name](function, name, value) for name, value in options.items()}
+    how = How(checked.get("strategy", "auto"), checked.get("unconnected_gradients", "none"),
+              checked.get("chunk_size"), checked.get("max_bytes"))
+    return Options(how, checked.get("tape"), checked.get("independent", True),
+                   checked.get("loss_fn"), *flags, distribute, gather)
 
 
 def _check_bool(function, name, value):

@@ -227,6 +227,14 @@ def leaf_paths(structure, prefix="sources") -> list:
     return [prefix]
 
 
+def graph_of(value):
+    """The graph of a graph tensor or variable; None for eager ones and anything else."""
+    try:
+        return value.graph
+    except AttributeError:  # eager tensors and variables have no graph
+        return None
+
+
 def eager_tensor_error(function) -> ModeError:
     return ModeError(message(
         function, "target is an eager tensor, but no tape was given",

@@ -1,20 +1,15 @@
-"""The public functions: validate, ask the shim for a backend, compose, return."""
+"""The public functions: each is its signature, its docstring and one call of the call path
+(`compat_grads._call`) with its spec (`compat_grads._specs`)."""
 
 from __future__ import annotations
 
-from compat_grads import _distribute, _jacobians, _models, _options, dispatch
-from compat_grads import _structure as st
-from compat_grads._errors import describe, message
+from compat_grads import _call, _specs
 from compat_grads._options import MAX_BYTES
 from compat_grads._tf import tf
 from compat_grads._types import Nest, Strategy, Target, TensorLike, Unconnected
 
-# AutoGraph must not rewrite the library when a user's tf.function calls it: its Python
-# control flow is on Python values only, and converting it would cost time at every trace.
-_library_code = tf.autograph.experimental.do_not_convert
 
-
-@_library_code
+@_call.public
 def stacked_jacobian(target: Target, sources: Nest, *, tape: tf.GradientTape | None = None,
                      strategy: Strategy = "auto", unconnected_gradients: Unconnected = "none",
                      chunk_size: int | None = None, max_bytes: int | None = MAX_BYTES,
@@ -25,8 +20,7 @@ def stacked_jacobian(target: Target, sources: Nest, *, tape: tf.GradientTape | N
     Shape: `J[k].shape == y.shape + x_k.shape`, `J[k][i..., j...] = d y[i...] / d x_k[j...]`.
 
     Args:
-      target: the tensor `y` (graph mode and `tf.function`; in eager mode together with the
-        `tape` that recorded it), or a callable `f(sources) -> y` (every mode).
+      {target}
       sources: a tensor, a variable, or a list / tuple / dict nest of them. A tensor given
         twice (`[x, x]`) gets the total derivative in each place, as `tf.gradients` gives.
       tape: the `tf.GradientTape` that recorded an eager tensor target (a variable target
@@ -38,17 +32,14 @@ def stacked_jacobian(target: Target, sources: Nest, *, tape: tf.GradientTape | N
         a time in a `while_loop`, the lowest memory). All give the same values.
       unconnected_gradients: "none" (None for a source the target does not depend on) or
         "zero" (zeros of the block's shape); a `tf.UnconnectedGradients` works too.
-      chunk_size: at most this many rows (or columns) in flight at once, to bound memory.
-      max_bytes: the most memory, in bytes, the result and the rows in flight at once may
-        take (default 16 GiB); a larger Jacobian raises ValueError at once, before anything
-        is built or run. Sizes known only at run time are not counted; None: no limit.
-      compile: in eager mode, run a callable target through a tf.function traced once per
-        callable, options and input shapes, and cached (False: run it eagerly).
-      jit_compile: compile that tf.function with XLA.
-      distribute: a `tf.distribute.Strategy` whose replicas share the work (rows of the flattened
-        target each; columns, i.e. elements of each source, for a callable with strategy="forward"),
-        or a list of device names (the TF1 way: the pieces are placed with `tf.device` in one
-        graph). `chunk_size` applies within each piece. See the "Several devices and workers" page.
+      {chunk_size}
+      {max_bytes}
+      {compile}
+      {jit_compile}
+      distribute: a `tf.distribute.Strategy` whose replicas share the work (rows of the
+        flattened target each; columns, i.e. elements of each source, for a callable with
+        strategy="forward").
+        {devices}
       gather: with `distribute`, return one tensor per block (True), or the pieces
         (False): the strategy's per-replica values, or a list with one result per device,
         each block holding the piece's rows `[rows] + x.shape` (or its columns,
@@ -82,24 +73,13 @@ def stacked_jacobian(target: Target, sources: Nest, *, tape: tf.GradientTape | N
       graphs, and an extra axis if you `expand_dims`). After:
       `cg.stacked_jacobian(y, x)`, one graph of constant size, shape `y.shape + x.shape`.
     """
-    name = "stacked_jacobian"
-    options = _options.check(name, {
-        "tape": tape, "strategy": strategy, "chunk_size": chunk_size,
-        "unconnected_gradients": unconnected_gradients, "max_bytes": max_bytes},
-        compile=compile, jit_compile=jit_compile)
-    if distribute is not None:
-        return _distributed(stacked_jacobian, target, sources, distribute, gather, compile,
-                            jit_compile, _distribute.jacobian_split, options)
-    if run := dispatch.compiled(stacked_jacobian, target, (sources,), options, compile,
-                                jit_compile):
-        return run()
-    problem = st.make_problem(name, target, sources, tape)
-    backend = dispatch.backend_for(problem)
-    (blocks,) = _jacobians.jacobian_blocks(backend, problem.flat, _options.how(options))
-    return problem.pack(blocks)
+    return _call.run(_specs.STACKED_JACOBIAN, target, (sources,), compile=compile,
+                     jit_compile=jit_compile, tape=tape, strategy=strategy,
+                     chunk_size=chunk_size, unconnected_gradients=unconnected_gradients,
+                     max_bytes=max_bytes, distribute=distribute, gather=gather)
 
 
-@_library_code
+@_call.public
 def per_element_gradients(target: Target, sources: Nest, *,
                           tape: tf.GradientTape | None = None,
                           unconnected_gradients: Unconnected = "none", compile: bool = True,
@@ -111,14 +91,12 @@ def per_element_gradients(target: Target, sources: Nest, *,
     Compare `tf.gradients(y, x)`, which sums over `y` instead and has the shape of `x`.
 
     Args:
-      target: the tensor `y` (graph mode and `tf.function`; in eager mode together with the
-        `tape` that recorded it), or a callable `f(sources) -> y` (every mode).
+      {target}
       sources: a tensor, a variable, or a list / tuple / dict nest of them.
-      tape: the `tf.GradientTape` that recorded an eager tensor target.
-      unconnected_gradients: "none" or "zero", as in `stacked_jacobian`.
-      compile: in eager mode, run a callable target through a tf.function traced once per
-        callable, options and input shapes, and cached (False: run it eagerly).
-      jit_compile: compile that tf.function with XLA.
+      {tape}
+      {unconnected_gradients}
+      {compile}
+      {jit_compile}
 
     Returns:
       One `y`-shaped tensor per source, in the structure of `sources`, in the source's dtype.
@@ -143,19 +121,12 @@ def per_element_gradients(target: Target, sources: Nest, *,
       `u(x)` on collocation points), plain `tf.gradients(y, x)` is already this result
       and one reverse pass: keep it (docs: "When not to switch").
     """
-    name = "per_element_gradients"
-    options = _options.check(name, {"tape": tape,
-                                    "unconnected_gradients": unconnected_gradients},
-                             compile=compile, jit_compile=jit_compile)
-    if run := dispatch.compiled(per_element_gradients, target, (sources,), options, compile,
-                                jit_compile):
-        return run()
-    problem = st.make_problem(name, target, sources, tape)
-    backend = dispatch.backend_for(problem)
-    return problem.pack(_jacobians.per_element(backend, problem.flat, _options.how(options)))
+    return _call.run(_specs.PER_ELEMENT_GRADIENTS, target, (sources,), compile=compile,
+                     jit_compile=jit_compile, tape=tape,
+                     unconnected_gradients=unconnected_gradients)
 
 
-@_library_code
+@_call.public
 def batch_jacobian(target: Target, source: TensorLike, *,
                    tape: tf.GradientTape | None = None, strategy: Strategy = "auto",
                    unconnected_gradients: Unconnected = "none", independent: bool = True,
@@ -177,23 +148,18 @@ def batch_jacobian(target: Target, source: TensorLike, *,
     Args:
       target: the batched tensor `y` (with `tape` in eager mode) or a callable `f(x) -> y`.
       source: one batched tensor or variable `x`.
-      tape: the `tf.GradientTape` that recorded an eager tensor target.
+      {tape}
       strategy: as `stacked_jacobian`, over per-sample elements.
-      unconnected_gradients: "none" or "zero", as in `stacked_jacobian`.
+      {unconnected_gradients}
       independent: whether samples are independent (see the caveat).
-      chunk_size: at most this many rows (or columns) in flight at once, to bound memory.
-      max_bytes: the most memory, in bytes, the result and the rows in flight at once may
-        take (default 16 GiB); a larger Jacobian raises ValueError at once, before anything
-        is built or run. Sizes known only at run time are not counted; None: no limit.
-      compile: in eager mode, run a callable target through a tf.function traced once per
-        callable, options and input shapes, and cached (False: run it eagerly).
-      jit_compile: compile that tf.function with XLA.
-      distribute: a `tf.distribute.Strategy` whose replicas share the samples (each computes the
-        Jacobians of its share), or a list of device names (the TF1 way: the pieces are placed with
-        `tf.device` in one graph); `chunk_size` applies within each piece. Needs a callable target
-        and independent=True. See the "Several devices and workers" page.
-      gather: with `distribute`, return one result (True), or the pieces (False): the
-        strategy's per-replica values, or a list with one result per device.
+      {chunk_size}
+      {max_bytes}
+      {compile}
+      {jit_compile}
+      distribute: a `tf.distribute.Strategy` whose replicas share the samples (each
+        computes the Jacobians of its share). Needs a callable target and independent=True.
+        {devices}
+      {gather}
 
     Returns:
       The per-sample Jacobians, in the source's dtype (None if unconnected and "none").
@@ -214,36 +180,14 @@ def batch_jacobian(target: Target, source: TensorLike, *,
       Before: `parallel_for.gradients.batch_jacobian(y, x)` (private; crashes on an unknown
       batch size in a v1 Graph inside TF2). After: `cg.batch_jacobian(y, x)`.
     """
-    name = "batch_jacobian"
-    options = _options.check(name, {
-        "tape": tape, "strategy": strategy, "chunk_size": chunk_size,
-        "unconnected_gradients": unconnected_gradients, "independent": independent,
-        "max_bytes": max_bytes}, compile=compile, jit_compile=jit_compile)
-    if distribute is not None:
-        return _distributed(batch_jacobian, target, source, distribute, gather, compile,
-                            jit_compile, _sample_split, options)
-    if run := dispatch.compiled(batch_jacobian, target, (source,), options, compile,
-                                jit_compile):
-        return run()
-    problem = st.make_problem(name, target, source, tape, argument="source")
-    (flat_source,) = _single_source(name, problem)
-    backend = dispatch.backend_for(problem)
-    compute = (_jacobians.batch_jacobian_block if independent
-               else _jacobians.exact_batch_jacobian)
-    with st.after(st.check_batch(name, backend.target, flat_source)):
-        return compute(backend, flat_source, _options.how(options))
+    return _call.run(_specs.BATCH_JACOBIAN, target, (source,), compile=compile,
+                     jit_compile=jit_compile, tape=tape, strategy=strategy,
+                     chunk_size=chunk_size, unconnected_gradients=unconnected_gradients,
+                     independent=independent, max_bytes=max_bytes, distribute=distribute,
+                     gather=gather)
 
 
-def _single_source(name, problem):
-    if len(problem.flat) != 1 or tf.nest.is_nested(problem.structure):
-        raise TypeError(message(
-            name, f"source must be one tensor or variable, but got a "
-            f"{type(problem.structure).__name__} of {len(problem.flat)}",
-            "Call it once per source, or use stacked_jacobian for a nest of sources."))
-    return problem.flat
-
-
-@_library_code
+@_call.public
 def per_example_gradients(loss_fn, model, x, y, *, weights: Nest = None,
                           independent: bool = True, strategy: Strategy = "auto",
                           unconnected_gradients: Unconnected = "none",
@@ -281,13 +225,11 @@ def per_example_gradients(loss_fn, model, x, y, *, weights: Nest = None,
         may take (default 16 GiB), as in `stacked_jacobian`; None: no limit.
       compile: in eager mode, trace once per model, options and input shapes and cache the
         tf.function (False: run it eagerly under tapes).
-      jit_compile: compile that tf.function with XLA.
-      distribute: a `tf.distribute.Strategy` whose replicas share the examples (each computes its
-        share's gradients), or a list of device names (the TF1 way: the pieces are placed with
-        `tf.device` in one graph); `chunk_size` applies within each piece. Needs independent=True.
-        See the "Several devices and workers" page.
-      gather: with `distribute`, return one result (True), or the pieces (False): the
-        strategy's per-replica values, or a list with one result per device.
+      {jit_compile}
+      distribute: a `tf.distribute.Strategy` whose replicas share the examples (each
+        computes its share's gradients). Needs independent=True.
+        {devices}
+      {gather}
 
     Returns:
       The per-example gradients in the structure of `weights`, each in its weight's dtype.
@@ -319,71 +261,14 @@ def per_example_gradients(loss_fn, model, x, y, *, weights: Nest = None,
       graphs, a fixed batch size), or `tf.map_fn` over examples. After:
       `cg.per_example_gradients(loss_fn, model, x, y)`, one graph, any batch size.
     """
-    name = "per_example_gradients"
-    options = _options.check(name, {
-        "loss_fn": loss_fn, "independent": independent, "strategy": strategy,
-        "unconnected_gradients": unconnected_gradients, "chunk_size": chunk_size,
-        "max_bytes": max_bytes}, compile=compile, jit_compile=jit_compile)
-    weights = _models.default_weights(name, model, weights)
-    x, y = _models.as_tensors(name, "x", x), _models.as_tensors(name, "y", y)
-    if distribute is not None:
-        _distribute.check(name, distribute, gather, compile)
-        _independent_for(name, options.pop("independent"))
-        options.update(distribute=_distribute.hashable(distribute), gather=gather)
-        if run := dispatch.compiled(_per_example_distributed, model, (weights, x, y),
-                                    options, compile, jit_compile, bind_sources=True):
-            return run()
-        return _per_example_distributed(model, weights, x, y, **options)
-    if run := dispatch.compiled(_per_example_gradients, model, (weights, x, y), options,
-                                compile, jit_compile, bind_sources=True):
-        return run()
-    return _per_example_gradients(model, weights, x, y, **options)
+    return _call.run(_specs.PER_EXAMPLE_GRADIENTS, model, (weights, x, y), compile=compile,
+                     jit_compile=jit_compile, loss_fn=loss_fn, independent=independent,
+                     strategy=strategy, unconnected_gradients=unconnected_gradients,
+                     chunk_size=chunk_size, max_bytes=max_bytes, distribute=distribute,
+                     gather=gather)
 
 
-def _per_example_gradients(model, weights, x, y, *, compile=False, **options):
-    """The body of `per_example_gradients`, after its options were checked."""
-    name = "per_example_gradients"
-    loss_fn, independent = options["loss_fn"], options["independent"]
-    _models.check_callables(name, loss_fn, model)
-    dispatch.check_model_mode(name, model)
-    how = _options.how(options)
-    if how.strategy == "forward":
-        raise ValueError(message(
-            name, "strategy must be 'auto', 'reverse' or 'loop', but got 'forward' (each "
-            "example has one scalar loss: reverse mode is always cheaper)",
-            "Drop strategy=, or pass strategy='loop' for the lowest memory."))
-    count = _models.batch_size(name, x)
-    with st.after(_models.check_batches(name, x, y)):
-        return _per_example(name, loss_fn, model, weights, (x, y, count), how, independent)
-
-
-def _per_example(name, loss_fn, model, weights, batch, how, independent):
-    """`batch` is (inputs, labels, number of examples: an int when static)."""
-    x, y, count = batch
-    static = count if isinstance(count, int) else None
-
-    def losses(xs, ys, batch):
-        return _models.per_example_losses(name, loss_fn, model, xs, ys, batch)
-
-    if not independent:
-        problem = st.make_problem(name, lambda ws: losses(x, y, static), weights,
-                                  argument="weights")
-        backend = dispatch.backend_for(problem)
-        (blocks,) = _jacobians.jacobian_blocks(backend, problem.flat, how.using(
-            "reverse" if how.strategy == "auto" else how.strategy))
-        return problem.pack(blocks)
-
-    def loss_of_example(i):
-        return lambda ws: tf.reduce_sum(losses(_models.example(x, i), _models.example(y, i), 1))
-
-    # Example 0's problem picks the backend; the graph backend also walks its forward pass
-    # for TF1 control flow before trying pfor (ops that nothing runs).
-    problem = st.make_problem(name, loss_of_example(0), weights, argument="weights")
-    backend = dispatch.backend_for(problem)
-    return problem.pack(_jacobians.per_example_rows(backend, loss_of_example, count, how))
-
-
-@_library_code
+@_call.public
 def hessian(target: Target, sources: Nest, *, strategy: Strategy = "auto",
             unconnected_gradients: Unconnected = "none", chunk_size: int | None = None,
             max_bytes: int | None = MAX_BYTES, compile: bool = True,
@@ -407,19 +292,14 @@ def hessian(target: Target, sources: Nest, *, strategy: Strategy = "auto",
       strategy: "auto", "forward", "reverse" or "loop" (the outer Jacobian's direction).
       unconnected_gradients: "none" gives None for a block whose sources do not reach the
         gradient; "zero" gives zeros.
-      chunk_size: at most this many rows (or columns) in flight at once, to bound memory.
-      max_bytes: the most memory, in bytes, the result and the rows in flight at once may
-        take (default 16 GiB); a larger Jacobian raises ValueError at once, before anything
-        is built or run. Sizes known only at run time are not counted; None: no limit.
-      compile: in eager mode, run a callable target through a tf.function traced once per
-        callable, options and input shapes, and cached (False: run it eagerly).
-      jit_compile: compile that tf.function with XLA.
-      distribute: a `tf.distribute.Strategy` whose replicas share the rows (of the target's first
-        Jacobian, flattened), or a list of device names (the TF1 way: the pieces are placed with
-        `tf.device` in one graph); `chunk_size` applies within each piece. Needs a callable target.
-        See the "Several devices and workers" page.
-      gather: with `distribute`, return one result (True), or the pieces (False): the
-        strategy's per-replica values, or a list with one result per device.
+      {chunk_size}
+      {max_bytes}
+      {compile}
+      {jit_compile}
+      distribute: a `tf.distribute.Strategy` whose replicas share the rows (of the target's
+        first Jacobian, flattened). Needs a callable target.
+        {devices}
+      {gather}
 
     Returns:
       The blocks, in the structure of `sources` nested in itself, each in the dtype of its
@@ -440,24 +320,13 @@ def hessian(target: Target, sources: Nest, *, strategy: Strategy = "auto",
       Before: `tf.hessians(y, x)` (graph only, one row at a time, no cross terms between
       sources). After: `cg.hessian(y, x)` in graphs, `cg.hessian(f, x)` everywhere.
     """
-    name = "hessian"
-    options = _options.check(name, {
-        "strategy": strategy, "chunk_size": chunk_size,
-        "unconnected_gradients": unconnected_gradients, "max_bytes": max_bytes},
-        compile=compile, jit_compile=jit_compile)
-    if distribute is not None:
-        _callable_for(name, target, "the replicas differentiate it twice")
-        return _distributed(hessian, target, sources, distribute, gather, compile,
-                            jit_compile, _distribute.hessian_split, options)
-    if run := dispatch.compiled(hessian, target, (sources,), options, compile, jit_compile):
-        return run()
-    problem = st.make_problem(name, target, sources)
-    backend = dispatch.backend_for(problem, order=2)
-    blocks = _jacobians.hessian_blocks(backend, problem.flat, _options.how(options))
-    return problem.pack([problem.pack(row) for row in blocks])
+    return _call.run(_specs.HESSIAN, target, (sources,), compile=compile,
+                     jit_compile=jit_compile, strategy=strategy, chunk_size=chunk_size,
+                     unconnected_gradients=unconnected_gradients, max_bytes=max_bytes,
+                     distribute=distribute, gather=gather)
 
 
-@_library_code
+@_call.public
 def batch_hessian(target: Target, source: TensorLike, *, strategy: Strategy = "auto",
                   unconnected_gradients: Unconnected = "none", independent: bool = True,
                   chunk_size: int | None = None, max_bytes: int | None = MAX_BYTES,
@@ -480,21 +349,16 @@ def batch_hessian(target: Target, source: TensorLike, *, strategy: Strategy = "a
         `tf.function`.
       source: one batched tensor or variable `x`.
       strategy: "auto", "forward", "reverse" or "loop", as in `hessian`.
-      unconnected_gradients: "none" or "zero".
+      {unconnected_gradients}
       independent: whether samples are independent (see above).
-      chunk_size: at most this many rows (or columns) in flight at once, to bound memory.
-      max_bytes: the most memory, in bytes, the result and the rows in flight at once may
-        take (default 16 GiB); a larger Jacobian raises ValueError at once, before anything
-        is built or run. Sizes known only at run time are not counted; None: no limit.
-      compile: in eager mode, run a callable target through a tf.function traced once per
-        callable, options and input shapes, and cached (False: run it eagerly).
-      jit_compile: compile that tf.function with XLA.
-      distribute: a `tf.distribute.Strategy` whose replicas share the samples (each computes the
-        Hessians of its share), or a list of device names (the TF1 way: the pieces are placed with
-        `tf.device` in one graph); `chunk_size` applies within each piece. Needs a callable target
-        and independent=True. See the "Several devices and workers" page.
-      gather: with `distribute`, return one result (True), or the pieces (False): the
-        strategy's per-replica values, or a list with one result per device.
+      {chunk_size}
+      {max_bytes}
+      {compile}
+      {jit_compile}
+      distribute: a `tf.distribute.Strategy` whose replicas share the samples (each
+        computes the Hessians of its share). Needs a callable target and independent=True.
+        {devices}
+      {gather}
 
     Returns:
       The per-sample Hessians in the source's dtype (None if unconnected and "none").
@@ -518,27 +382,13 @@ def batch_hessian(target: Target, source: TensorLike, *, strategy: Strategy = "a
       Before: nested tapes and `tape.batch_jacobian`, or `tf.hessians(tf.reduce_sum(y), x)`
       (mixes samples). After: `cg.batch_hessian(f, x)`.
     """
-    name = "batch_hessian"
-    options = _options.check(name, {
-        "strategy": strategy, "chunk_size": chunk_size,
-        "unconnected_gradients": unconnected_gradients, "independent": independent,
-        "max_bytes": max_bytes}, compile=compile, jit_compile=jit_compile)
-    if distribute is not None:
-        return _distributed(batch_hessian, target, source, distribute, gather, compile,
-                            jit_compile, _sample_split, options)
-    if run := dispatch.compiled(batch_hessian, target, (source,), options, compile,
-                                jit_compile):
-        return run()
-    problem = st.make_problem(name, target, source, argument="source")
-    (flat_source,) = _single_source(name, problem)
-    backend = dispatch.backend_for(problem, order=2)
-    compute = (_jacobians.batch_hessian_block if independent
-               else _jacobians.exact_batch_hessian)
-    with st.after(st.check_batch(name, backend.target, flat_source, per_sample_scalar=True)):
-        return compute(backend, flat_source, _options.how(options))
+    return _call.run(_specs.BATCH_HESSIAN, target, (source,), compile=compile,
+                     jit_compile=jit_compile, strategy=strategy, chunk_size=chunk_size,
+                     unconnected_gradients=unconnected_gradients, independent=independent,
+                     max_bytes=max_bytes, distribute=distribute, gather=gather)
 
 
-@_library_code
+@_call.public
 def jvp(f, primals: Nest, tangents: Nest, *, compile: bool = True, jit_compile: bool = False):
     """Forward mode: the outputs of `f` and their directional derivative along `tangents`.
 
@@ -551,9 +401,8 @@ def jvp(f, primals: Nest, tangents: Nest, *, compile: bool = True, jit_compile: 
       primals: a tensor, a variable, or a list / tuple / dict nest of them (a tensor given
         twice is one primal: its tangents add up).
       tangents: the direction, with the structure, shapes and dtypes of `primals`.
-      compile: in eager mode, run a callable target through a tf.function traced once per
-        callable, options and input shapes, and cached (False: run it eagerly).
-      jit_compile: compile that tf.function with XLA.
+      {compile}
+      {jit_compile}
 
     Returns:
       `(outputs, output_tangents)`; an output that does not depend on the primals gets a
@@ -575,19 +424,10 @@ def jvp(f, primals: Nest, tangents: Nest, *, compile: bool = True, jit_compile: 
       Before: `g = tf.gradients(y, x, grad_ys=u); tf.gradients(g, u, grad_ys=v)` with a
       placeholder u. After: `cg.jvp(f, x, v)`.
     """
-    name = "jvp"
-    _options.check(name, {}, compile=compile, jit_compile=jit_compile)
-    if run := dispatch.compiled(jvp, f, (primals, tangents), {}, compile, jit_compile):
-        return run()
-    problem = st.make_problem(name, _callable(name, f), primals, nested_target=True,
-                              argument="primals")
-    flat_tangents = st.match_sources(name, "tangents", problem, tangents)
-    outputs, products = dispatch.backend_for(problem).linearize(flat_tangents)
-    flat_outputs = tf.nest.flatten(outputs)
-    return outputs, tf.nest.pack_sequence_as(outputs, st.zeros_for_none(products, flat_outputs))
+    return _call.run(_specs.JVP, f, (primals, tangents), compile=compile, jit_compile=jit_compile)
 
 
-@_library_code
+@_call.public
 def vjp(f, primals: Nest, cotangents: Nest, *, compile: bool = True,
         jit_compile: bool = False):
     """Reverse mode: the outputs of `f` and the cotangents pulled back to the primals.
@@ -599,9 +439,8 @@ def vjp(f, primals: Nest, cotangents: Nest, *, compile: bool = True,
       f: a callable `f(primals) -> tensor or nest of tensors`.
       primals: a tensor, a variable, or a list / tuple / dict nest of them.
       cotangents: with the structure and shapes of the outputs of `f`.
-      compile: in eager mode, run a callable target through a tf.function traced once per
-        callable, options and input shapes, and cached (False: run it eagerly).
-      jit_compile: compile that tf.function with XLA.
+      {compile}
+      {jit_compile}
 
     Returns:
       `(outputs, gradients)`; a primal the outputs do not depend on gets zeros.
@@ -619,19 +458,10 @@ def vjp(f, primals: Nest, cotangents: Nest, *, compile: bool = True,
     Migrating from TF1:
       Before: `tf.gradients(y, x, grad_ys=u)`. After: `cg.vjp(f, x, u)` in every mode.
     """
-    name = "vjp"
-    _options.check(name, {}, compile=compile, jit_compile=jit_compile)
-    if run := dispatch.compiled(vjp, f, (primals, cotangents), {}, compile, jit_compile):
-        return run()
-    problem = st.make_problem(name, _callable(name, f), primals, nested_target=True,
-                              argument="primals")
-    backend = dispatch.backend_for(problem)
-    flat_cotangents = st.match_outputs(name, backend.outputs, cotangents)
-    grads = backend.vjp_fn()(flat_cotangents)
-    return backend.outputs, problem.pack(st.zeros_for_none(grads, problem.flat))
+    return _call.run(_specs.VJP, f, (primals, cotangents), compile=compile, jit_compile=jit_compile)
 
 
-@_library_code
+@_call.public
 def hvp(f, primals: Nest, vector: Nest, *, compile: bool = True,
         jit_compile: bool = False) -> Nest:
     """Hessian-vector product `H·v` of a scalar `f`, without building the Hessian.
@@ -644,9 +474,8 @@ def hvp(f, primals: Nest, vector: Nest, *, compile: bool = True,
       f: a callable `f(primals) -> scalar`.
       primals: a tensor, a variable, or a list / tuple / dict nest of them.
       vector: with the structure, shapes and dtypes of `primals`.
-      compile: in eager mode, run a callable target through a tf.function traced once per
-        callable, options and input shapes, and cached (False: run it eagerly).
-      jit_compile: compile that tf.function with XLA.
+      {compile}
+      {jit_compile}
 
     Returns:
       `H·v` in the structure of `primals` (zeros for primals that do not reach the gradient).
@@ -665,81 +494,4 @@ def hvp(f, primals: Nest, vector: Nest, *, compile: bool = True,
       Before: `tf.gradients(tf.reduce_sum(tf.gradients(f, x)[0] * v), x)`. After:
       `cg.hvp(f, x, v)`.
     """
-    name = "hvp"
-    _options.check(name, {}, compile=compile, jit_compile=jit_compile)
-    if run := dispatch.compiled(hvp, f, (primals, vector), {}, compile, jit_compile):
-        return run()
-    problem = st.make_problem(name, _callable(name, f), primals, argument="primals")
-    flat_vector = st.match_sources(name, "vector", problem, vector)
-    backend = dispatch.backend_for(problem, order=2)
-    gradient = backend.vjp_backend(
-        lambda targets: [tf.ones_like(st.check_scalar(name, targets[0]))])
-    _, products = gradient.linearize(flat_vector)
-    return problem.pack(st.zeros_for_none(products, problem.flat))
-
-
-def _distributed(public, target, sources, distribute, gather, compile, jit_compile, split,
-                 options):
-    """`distribute=` after the options were checked: computed in pieces by `split(name,
-    target, sources, options)`, each piece with the same options (`max_bytes` then bounds
-    each piece); in eager mode through a tf.function cached per callable and options, as
-    `compile=True` caches the undistributed call."""
-    name = public.__name__
-    options = dict(options)
-    tape = options.pop("tape", None)
-    _distribute.check(name, distribute, gather, compile, tape)
-    if "independent" in options:
-        _independent_for(name, options.pop("independent"))
-    if not callable(target) and dispatch.execution_mode() == dispatch.EAGER:
-        raise st.eager_tensor_error(name)
-    everything = dict(options, distribute=_distribute.hashable(distribute), gather=gather)
-    if run := dispatch.compiled(public, target, (sources,), everything, compile, jit_compile):
-        return run()
-    return _distribute.run(name, distribute, gather, split(name, target, sources, options),
-                           jit_compile)
-
-
-def _sample_split(name, target, source, options):
-    """batch_jacobian and batch_hessian on a share of the samples."""
-    _callable_for(name, target, "each replica computes the outputs of its own samples")
-    public = batch_jacobian if name == "batch_jacobian" else batch_hessian
-    source = source if tf.is_tensor(source) else tf.convert_to_tensor(source)
-    return _distribute.sample_split(name, lambda share: public(target, share, **options),
-                                    source, _models.batch_size(name, source))
-
-
-def _per_example_distributed(model, weights, x, y, *, loss_fn, distribute, gather,
-                             compile=False, **options):
-    name = "per_example_gradients"
-
-    def share(batch):
-        return per_example_gradients(loss_fn, model, *batch, weights=weights, **options)
-
-    split = _distribute.sample_split(name, share, (x, y), _models.batch_size(name, x))
-    return _distribute.run(name, distribute, gather, split)
-
-
-def _independent_for(name, independent):
-    if independent is not True:
-        raise ValueError(message(
-            name, f"distribute= splits the examples between the pieces, which needs "
-            f"independent=True, but got independent={independent!r} (coupled examples "
-            "need the whole batch in one piece)", "Drop distribute=, or pass "
-            "independent=True when examples do not interact."))
-
-
-def _callable_for(name, target, why):
-    if not callable(target):
-        raise TypeError(message(
-            name, f"distribute= needs the target as a callable ({why}), but got "
-            f"{describe(target)}", "Pass f itself (e.g. lambda x: model(x)) instead of "
-            "its output."))
-
-
-def _callable(name, f):
-    if not callable(f) or tf.is_tensor(f):
-        raise TypeError(message(
-            name, f"f must be a callable f(primals), but got {describe(f)}",
-            "Wrap the computation in a function of the primals (a tensor cannot be run "
-            "again at other inputs)."))
-    return f
+    return _call.run(_specs.HVP, f, (primals, vector), compile=compile, jit_compile=jit_compile)

@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 import compat_grads as cg
-from compat_grads import dispatch
+from compat_grads import _compile
 
 X = tf.constant([[0.5, -1.0, 2.0], [1.5, 0.25, -0.5]])
 
@@ -76,12 +76,12 @@ def test_compiled_equals_uncompiled_within_tolerance_and_jit_compiles():
 
 def test_the_cache_is_bounded_and_clearable():
     cg.clear_cache()
-    functions = [lambda x, k=k: x * float(k) for k in range(dispatch.CACHE_SIZE + 5)]
+    functions = [lambda x, k=k: x * float(k) for k in range(_compile.CACHE_SIZE + 5)]
     for f in functions:
         cg.per_element_gradients(f, X)
-    assert len(dispatch.CACHE) == dispatch.CACHE_SIZE
+    assert len(_compile.CACHE) == _compile.CACHE_SIZE
     cg.clear_cache()
-    assert len(dispatch.CACHE) == 0
+    assert len(_compile.CACHE) == 0
 
 
 def test_a_dead_callable_is_never_served_for_a_new_one():
@@ -131,7 +131,7 @@ def test_a_new_lambda_on_every_call_warns_once_naming_the_callers_code():
     cg.clear_cache()
     x = tf.ones([3])
     with pytest.warns(RuntimeWarning) as caught:
-        for _ in range(dispatch.RETRACE_WARNING_AFTER + 3):
+        for _ in range(_compile.RETRACE_WARNING_AFTER + 3):
             cg.stacked_jacobian(lambda v: v * 2.0, x)
     ours = [w for w in caught if "is a new object on each call" in str(w.message)]
     assert len(ours) == 1
@@ -149,12 +149,12 @@ def test_variable_sources_are_bound_in_and_keyed_by_identity():
     first = cg.stacked_jacobian(f, [v, w])
     v.assign([3.0, 4.0])
     second = cg.stacked_jacobian(f, [v, w])  # same compiled function, current values
-    assert len(dispatch.CACHE) == 1
+    assert len(_compile.CACHE) == 1
     np.testing.assert_array_equal(first[0].numpy()[:2], [[2.0, 0.0], [0.0, 4.0]])
     np.testing.assert_array_equal(second[0].numpy()[:2], [[6.0, 0.0], [0.0, 8.0]])
     u = tf.Variable([5.0, 6.0])
     other = cg.stacked_jacobian(f, [u, w])  # other variables: a new entry, their values
-    assert len(dispatch.CACHE) == 2
+    assert len(_compile.CACHE) == 2
     np.testing.assert_array_equal(other[0].numpy()[:2], [[10.0, 0.0], [0.0, 12.0]])
 
 
@@ -163,5 +163,5 @@ def test_one_callable_with_several_options_is_not_called_new():
     f = Counted()
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
-        for chunk in range(1, dispatch.RETRACE_WARNING_AFTER):
+        for chunk in range(1, _compile.RETRACE_WARNING_AFTER):
             cg.stacked_jacobian(f, X, chunk_size=chunk)

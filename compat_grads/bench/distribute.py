@@ -49,11 +49,10 @@ def main(argv):
             f, x, distribute=devices),
     }
     times = interleaved_ms(recipes, repeats)
-    from compat_grads import _distribute
+    from compat_grads import _call, _options, _specs
 
-    options = {"strategy": "auto", "unconnected_gradients": "none", "chunk_size": None}
-    share = tf.function(lambda: _distribute.jacobian_split(
-        "bench", f, x, options).piece(0, count))  # replica 0's work, exactly
+    share = tf.function(lambda: _call.split(
+        _specs.STACKED_JACOBIAN, f, (x,), _options.Options()).piece(0, count))  # replica 0's work
     memory = {
         "whole Jacobian, one device": _peak_mb(tf, recipes["one device"]),
         "one replica's share, alone": _peak_mb(tf, share),

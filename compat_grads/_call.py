@@ -1,0 +1,123 @@
+"""The one call path of the public functions: options checked once, then distribute, compile
+or run.
+
+Each public function is its signature, its docstring and one call of `run` with its `Spec`:
+what it computes from its target and arguments, how `distribute=` splits it, and whether the
+compile cache binds its sources. Everything that is the same for every function is here, once:
+
+1. the options are checked, in the function's order, into the frozen `_options.Options`;
+2. `spec.prepare` normalises the arguments (`per_example_gradients`' defaults);
+3. `distribute=`: the `distribute=` checks, then the split (`compat_grads._distribute`) runs
+   pieces of the undistributed computation;
+4. in eager mode, a callable target runs through the compile cache (`compat_grads._compile`),
+   which traces that same computation;
+5. else the computation runs: it makes the problem, asks `dispatch.backend_for` for the
+   backend and composes the math (`compat_grads._specs`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+
+from compat_grads import _compile, _distribute, _docs, _options, dispatch
+from compat_grads._structure import eager_tensor_error
+from compat_grads._tf import tf
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    """What one public function computes, for the call path.
+
+    Attributes:
+      name: the public name (error messages, the compile cache's key and warnings).
+      compute: `compute(name, target, args, options)` -> the result, without `distribute=`
+        and without the compile cache (it runs inside the compiled function, and in each
+        piece of a split).
+      split: `split(name, compute, target, args, options)` -> the `_distribute.Split` of a
+        call with `distribute=`, where `compute(target, args, options)` is the computation of
+        each piece (that of `pieces`); None when the function has no `distribute=`.
+      pieces: the spec whose computation the pieces run (None: this one).
+      prepare: `prepare(name, target, args)` -> `(target, args)`, run after the options are
+        checked (None: the arguments as given).
+      needs_callable: why `distribute=` needs a callable target, checked before anything
+        else of `distribute=` ("": not checked here).
+      tensor_target: whether the target may be a tensor (an eager one needs its tape).
+      bind_sources: whether the compiled function captures every source (a model's weights)
+        instead of passing it.
+    """
+
+    name: str
+    compute: Callable
+    split: Callable | None = None
+    pieces: Spec | None = None
+    prepare: Callable | None = None
+    needs_callable: str = ""
+    tensor_target: bool = True
+    bind_sources: bool = False
+
+
+def public(function):
+    """A public function: its docstring's shared paragraphs filled in (`compat_grads._docs`),
+    and hidden from AutoGraph. AutoGraph must not rewrite the library when a user's
+    tf.function calls it: its Python control flow is on Python values only, and converting it
+    would cost time at every trace."""
+    function.__doc__ = _docs.fill(function.__doc__)
+    return tf.autograph.experimental.do_not_convert(function)
+
+
+def run(spec: Spec, target, args: tuple, **given):
+    """The result of the public function `spec.name` called with `target`, `args` (the
+    sources first) and the options `given` (compile, jit_compile, then its own in the order
+    its errors report them, then distribute and gather)."""
+    options = _options.check(spec.name, **given)
+    if spec.prepare is not None:
+        target, args = spec.prepare(spec.name, target, args)
+    if options.distribute is not None:
+        return _distributed(spec, target, args, options)
+    return _compiled_or_run(spec, target, args, options,
+                            functools.partial(_undistributed, spec, options))
+
+
+def split(spec: Spec, target, args: tuple, options: _options.Options) -> _distribute.Split:
+    """How a call with `distribute=` computes its result in pieces."""
+    pieces = spec.pieces or spec
+    compute = functools.partial(pieces.compute, pieces.name)
+    return spec.split(spec.name, compute, target, args, options)
+
+
+def _undistributed(spec, options, target, args):
+    return spec.compute(spec.name, target, args, options)
+
+
+def _distributed(spec, target, args, options):
+    """`distribute=` after the options were checked: computed in pieces, each piece with the
+    same options (`max_bytes` then bounds each piece); in eager mode through a tf.function
+    cached per callable and options, as `compile=True` caches the undistributed call."""
+    name = spec.name
+    if spec.needs_callable:
+        _distribute.needs_callable(name, target, spec.needs_callable)
+    _distribute.check(name, options.distribute, options.gather, options.compile, options.tape)
+    _distribute.needs_independent(name, options.independent)
+    if spec.tensor_target and not callable(target) and dispatch.runs_eagerly():
+        raise eager_tensor_error(name)
+
+    def pieces(target, args):
+        return _distribute.run(name, options.distribute, options.gather,
+                               split(spec, target, args, options), options.jit_compile)
+    return _compiled_or_run(spec, target, args, options, pieces)
+
+
+def _compiled_or_run(spec, target, args, options, body):
+    """`body(target, args)`, compiled when the call is a callable target in eager mode that
+    may be compiled."""
+    # Cheap tests first: this runs on every eager call (tensors and variables are not callable).
+    if (options.compile and callable(target) and options.tape is None
+            and dispatch.runs_eagerly()):
+        key = (spec.name, options.how, options.independent, options.loss_fn,
+               _distribute.hashable(options.distribute), options.gather)
+        if run_compiled := _compile.compiled(target, args, key, body, options.jit_compile,
+                                             spec.bind_sources):
+            return run_compiled()
+    return body(target, args)
