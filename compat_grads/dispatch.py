@@ -10,13 +10,6 @@
 traced inside such a graph; "function" is a `tf.function` traced from eager code.
 """
 
-# The compile cache moved to compat_grads._compile; its names stay reachable from here.
-from compat_grads._compile import (  # noqa: F401
-    CACHE,
-    CACHE_SIZE,
-    RETRACE_WARNING_AFTER,
-    clear_cache,
-)
 from compat_grads._errors import ModeError, message
 from compat_grads._models import is_keras3
 from compat_grads._structure import Problem, eager_tensor_error, graph_of, leaf_paths

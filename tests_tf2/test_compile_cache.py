@@ -16,7 +16,7 @@ def test_a_dropped_model_and_its_weights_are_freed_at_once():
     import gc
     import weakref
 
-    from compat_grads import dispatch
+    from compat_grads import _compile
     from compat_grads.testing import models
 
     def use_a_model():
@@ -32,7 +32,7 @@ def test_a_dropped_model_and_its_weights_are_freed_at_once():
     gone = use_a_model()
     gc.collect()
     assert [ref() for ref in gone] == [None] * len(gone)
-    assert len(dispatch.CACHE) == 0  # the entries went with them, and their captured handles
+    assert len(_compile.CACHE) == 0  # the entries went with them, and their captured handles
 
 
 def _sine_times_sum(x):  # one module-level callable: one cache entry for every thread
@@ -69,7 +69,7 @@ def _inputs_of_size(n):
 
 
 def test_threads_share_one_cached_function_with_different_shapes():
-    from compat_grads import dispatch
+    from compat_grads import _compile
 
     cg.clear_cache()
     alone = {n: cg.stacked_jacobian(_sine_times_sum, tf.constant(_inputs_of_size(n))).numpy()
@@ -82,16 +82,16 @@ def test_threads_share_one_cached_function_with_different_shapes():
             np.testing.assert_array_equal(got, alone[n])  # the single-threaded result
             np.testing.assert_allclose(got, _sine_times_sum_jacobian(_inputs_of_size(n)),
                                        rtol=TOL, atol=TOL)
-            assert len(dispatch.CACHE) <= dispatch.CACHE_SIZE
+            assert len(_compile.CACHE) <= _compile.CACHE_SIZE
     assert _in_threads(work) == []
-    assert len(dispatch.CACHE) == 1
+    assert len(_compile.CACHE) == 1
 
 
 def test_threads_with_many_callables_keep_the_cache_bounded(monkeypatch):
-    from compat_grads import dispatch
+    from compat_grads import _compile
 
     cg.clear_cache()
-    monkeypatch.setattr(dispatch.CACHE, "size", 4)
+    monkeypatch.setattr(_compile.CACHE, "size", 4)
     callables = [lambda x, k=k: x * float(k + 1) for k in range(12)]  # one each, reused
 
     def work(k):
@@ -99,11 +99,11 @@ def test_threads_with_many_callables_keep_the_cache_bounded(monkeypatch):
             scale = float(callables.index(f) + 1)
             np.testing.assert_array_equal(cg.per_element_gradients(f, tf.constant(X)),
                                           np.full(X.shape, scale))
-            assert len(dispatch.CACHE) <= 4
+            assert len(_compile.CACHE) <= 4
     with warnings.catch_warnings():  # evicted and compiled again: the recompile warning
         warnings.simplefilter("ignore", RuntimeWarning)
         assert _in_threads(work) == []
-    assert len(dispatch.CACHE) <= 4
+    assert len(_compile.CACHE) <= 4
     cg.clear_cache()
 
 

@@ -1,0 +1,133 @@
+"""The rules of the house (docs: CONTRIBUTING.md), checked on the source tree: no import cycle
+inside compat_grads, no module over 500 lines, no test file over 600, the mode asked only in the
+shim, and each public function in api.py one call into the call path."""
+
+import ast
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "compat_grads"
+MODULE_LINES = 500
+TEST_FILE_LINES = 600
+API_BODY_LINES = 8
+
+
+def _modules():
+    """{dotted name: path} of every module of compat_grads."""
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _imported(name, path):
+    """The compat_grads modules `name` imports, at its top and inside its functions alike."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    imported = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            imported.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            # `from package import module` imports the module (a package's __init__ runs
+            # before any of its modules, so it is not counted as imported by them)
+            imported.update(f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES
+                            else base for alias in node.names)
+    return {_owner(target) for target in imported if _owner(target) not in (None, name)}
+
+
+def _owner(dotted):
+    """The module of compat_grads that `dotted` names (a module, or a name in one)."""
+    while dotted:
+        if dotted in MODULES:
+            return dotted
+        dotted = dotted.rpartition(".")[0]
+    return None
+
+
+def _cycle(graph):
+    """One import cycle of `graph` as a list of modules, or None."""
+    state = {}
+    for start in graph:
+        if start in state:
+            continue
+        stack = [(start, iter(sorted(graph[start])))]
+        state[start] = "open"
+        path = [start]
+        while stack:
+            node, children = stack[-1]
+            child = next(children, None)
+            if child is None:
+                state[node] = "done"
+                stack.pop()
+                path.pop()
+            elif state.get(child) == "open":
+                return path[path.index(child):] + [child]
+            elif child not in state:
+                state[child] = "open"
+                stack.append((child, iter(sorted(graph.get(child, ())))))
+                path.append(child)
+    return None
+
+
+def test_no_import_cycle_inside_the_package():
+    # The package's __init__ is its facade (lazy exports of every public name): it may name
+    # any module, and no module imports it.
+    graph = {name: _imported(name, path) - {"compat_grads"}
+             for name, path in MODULES.items() if name != "compat_grads"}
+    assert _cycle(graph) is None, " -> ".join(_cycle(graph))
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+
+
+@pytest.mark.parametrize("limit, paths", [
+    (MODULE_LINES, sorted(PACKAGE.rglob("*.py"))),
+    (TEST_FILE_LINES, sorted([*ROOT.glob("tests_tf1/*.py"), *ROOT.glob("tests_tf2/*.py")])),
+], ids=["modules", "test_files"])
+def test_no_file_is_over_its_size(limit, paths):
+    sizes = {str(p.relative_to(ROOT)): len(p.read_text().splitlines()) for p in paths}
+    assert sizes and not {p: n for p, n in sizes.items() if n > limit}
+
+
+def test_only_the_shim_asks_the_mode():
+    askers = set()
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call):
+                called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(
+                    node.func, "id", None)
+                if called == "execution_mode":
+                    askers.add(name)
+    assert askers == {"compat_grads.dispatch"}
+
+
+def _public_functions():
+    tree = ast.parse((PACKAGE / "api.py").read_text())
+    return [node for node in tree.body
+            if isinstance(node, ast.FunctionDef) and not node.name.startswith("_")]
+
+
+def test_api_has_only_public_functions_each_a_short_body():
+    functions = _public_functions()
+    assert len(functions) >= 9
+    long = {}
+    for node in functions:
+        body = node.body[1:] if isinstance(node.body[0], ast.Expr) else node.body
+        lines = body[-1].end_lineno - body[0].lineno + 1
+        if lines > API_BODY_LINES:
+            long[node.name] = lines
+    assert not long
