@@ -8,7 +8,7 @@ import sys
 import numpy as np
 
 from compat_grads import cli
-from compat_grads.testing import oracle
+from compat_grads.testing import check_command, oracle
 
 
 def test_check_json_all_agree(capsys):
@@ -48,7 +48,7 @@ def test_python_dash_m_prints_the_table():
                           capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].split(" | ") == list(cli._HEADER)
+    assert lines[0].split(" | ") == list(check_command.HEADER)
     assert lines[2].startswith("matmul_column | stacked_jacobian | (100, 1, 50, 1) | ")
     assert lines[2].endswith(" | ok")
     assert float(lines[2].split(" | ")[4]) < 1e-4
@@ -63,5 +63,5 @@ def test_check_models_runs_the_keras_matrix(capsys):
                                                               "ok")
     assert row["shapes"] == ["(4, 5, 6), (4, 6), (4, 6, 3), (4, 3)"]
     assert {r for item in report["items"] for r in item["routes"]} == {
-        "tf1", "v1graph", "function", "eager", "eager.uncompiled"}
+        "tf1", "v1_graph", "function", "eager", "eager.uncompiled"}
     assert cli.main(["check", "--models", "-k", "no-such-model"]) == 2
