@@ -1,14 +1,18 @@
-"""`compat-grads check`: table, JSON, exit codes."""
+"""`compat-grads check`: table, JSON, exit codes, the mode spellings and the docs' counts."""
 
 import json
 import os
+import pathlib
+import re
 import subprocess
 import sys
 
 import numpy as np
 
-from compat_grads import cli
-from compat_grads.testing import check_command, oracle
+from compat_grads import cli, pytest_plugin
+from compat_grads.testing import check_command, matrix, models, modes, oracle, routes
+
+DOCS = pathlib.Path(__file__).resolve().parents[1] / "docs"
 
 
 def test_check_json_all_agree(capsys):
@@ -65,3 +69,26 @@ def test_check_models_runs_the_keras_matrix(capsys):
     assert {r for item in report["items"] for r in item["routes"]} == {
         "tf1", "v1_graph", "function", "eager", "eager.uncompiled"}
     assert cli.main(["check", "--models", "-k", "no-such-model"]) == 2
+
+
+def test_every_route_and_plugin_mode_is_spelled_by_the_modes_table():
+    assert pytest_plugin.MODES is modes.MODES
+    for route in (*routes.TF1_ROUTES, *routes.TF2_ROUTES):
+        assert route.split(".")[0] in modes.MODES, route
+    assert {route.split(".")[0] for route in models.ROUTES} == set(modes.MODES)
+    assert "v1_graph.tensor" in routes.TF2_ROUTES
+
+
+def test_the_old_v1graph_spelling_still_matches():
+    assert modes.canonical("v1graph.tensor") == "v1_graph.tensor"
+    everything = matrix.items()
+    for old, new in (("v1graph", "v1_graph"), ("*v1graph*", "*v1_graph*")):
+        assert matrix.select(everything, old) == matrix.select(everything, new)
+    assert cli.main(["check", "-k", "v1graph", "--quiet"]) == 2  # no item id names a mode
+
+
+def test_check_docs_quote_no_count_that_grows_with_the_matrix():
+    for page in ("check.rst", "port.rst"):
+        text = (DOCS / page).read_text()
+        assert not re.search(r"\b\d+ (quick |matrix |model )?items\b", text), page
+        assert not re.search(r"\b\d+ of \d+ rows agree", text), page

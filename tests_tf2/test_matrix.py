@@ -3,15 +3,14 @@ against each other, and bit for bit against the TF1 graph route run in its own p
 
 import pytest
 
-from compat_grads.testing import TF2_ROUTES, checks, items, process
+from compat_grads.testing import TF2_ROUTES, checks, items
 
 ITEMS = items()
 
 
 @pytest.fixture(scope="session")
 def tf1_results():
-    return process.run_tf1_process([item.id for item in ITEMS], ["tf1.tensor", "tf1.callable"],
-                                   bitwise=True)
+    return checks.run_tf1_process(ITEMS, ["tf1.tensor", "tf1.callable"], bitwise=True)
 
 
 @pytest.mark.parametrize("item", ITEMS, ids=str)

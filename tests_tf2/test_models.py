@@ -5,14 +5,14 @@ differences), and the routes against each other."""
 
 import pytest
 
-from compat_grads.testing import models, process
+from compat_grads.testing import models
 
 ITEMS = models.items()
 
 
 @pytest.fixture(scope="session")
 def tf1_outcomes():
-    return process.run_tf1_process([item.id for item in ITEMS], models=True, timeout=900)
+    return models.run_tf1_process()
 
 
 @pytest.mark.parametrize("item", ITEMS, ids=str)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -55,7 +56,7 @@ class _Kind:
     items: Callable  # pattern -> items
     quick: Callable  # items -> the quick check's items
     rule: str
-    tf1_worker: dict  # WorkerProcess options for the TF1 side
+    tf1_worker: dict  # process.WorkerProcess options for the TF1 side
     tf2_worker: dict  # ... for a second process on the TF2 side
     run_here: Callable  # item -> what the TF2 routes gave
     record: Callable  # (item, run_here's result, TF1 result) -> record
@@ -69,11 +70,18 @@ def _matrix_kind(bitwise) -> _Kind:
 
         tolerances.pin_runtime_for_bitwise()
     return _Kind("matrix", matrix.items, matrix.quick, matrix.QUICK_RULE,
-                 {"routes": routes.TF1_ROUTES, "bitwise": bitwise},
-                 {"routes": routes.TF2_ROUTES, "bitwise": bitwise, "tf2": True},
+                 _matrix_worker(routes.TF1_ROUTES, bitwise),
+                 {**_matrix_worker(routes.TF2_ROUTES, bitwise), "tf2": True},
                  lambda item: checks.run_routes(item, routes.TF2_ROUTES),
                  lambda item, here, tf1: _record(item, *checks.judge(
                      item, {**here, **tf1}, modes.route(modes.TF1, "tensor"), bitwise)))
+
+
+def _matrix_worker(routes, bitwise) -> dict:
+    from compat_grads.testing import checks
+
+    return {"work": functools.partial(checks.matrix_work, routes, bitwise),
+            "label": ", ".join(routes)}
 
 
 def _models_kind() -> _Kind:
@@ -82,7 +90,9 @@ def _models_kind() -> _Kind:
 
     keras2()  # fails here, with the fix, when this release's Keras 2 is not installed
     return _Kind("model", models.items, models.quick, models.QUICK_RULE,
-                 {"models": True}, {"models": True, "tf2": True}, models.evaluate,
+                 {"work": models.model_work, "label": models.WORKER_LABEL},
+                 {"work": functools.partial(models.model_work, True),
+                  "label": models.WORKER_LABEL, "tf2": True}, models.evaluate,
                  lambda item, here, tf1: _record(item, *models.judge(
                      item, here[0], {**here[1], modes.TF1: tf1})))
 
@@ -176,7 +186,7 @@ def _in_thread(work) -> None:
     """Runs `work()` in a daemon thread while this one waits for it, and raises what it
     raised. Ctrl-C and SIGTERM are handled by the main thread, which TensorFlow can hold
     for a minute inside one native call on a busy machine; waiting here, it stops the
-    worker processes at once. `main` then ends the process, the thread with it."""
+    worker processes at once. `run` then ends the process, the thread with it."""
     failed = []
 
     def target():

@@ -4,7 +4,9 @@ checks the suites share (flat graphs, independence, hvp against the Hessian)."""
 
 from __future__ import annotations
 
-from compat_grads.testing import compare, modes
+import functools
+
+from compat_grads.testing import compare, matrix, modes, process, tolerances
 from compat_grads.testing.routes import run
 
 
@@ -23,6 +25,28 @@ def check_item(item, routes, reference=None, extra=None, bitwise=True):
 def run_routes(item, routes) -> dict:
     """{route: Result} of `item` on those of `routes` that apply to it, run here."""
     return {route: run(item, route) for route in routes if item.applies(route)}
+
+
+def matrix_work(routes, bitwise=False):
+    """What a worker process runs (`process.WorkerProcess`'s `work`): ({item id: item} of
+    the matrix, item -> `run_routes` on `routes`), the runtime pinned first with `bitwise`
+    (`tolerances.pin_runtime_for_bitwise`)."""
+    if bitwise:
+        tolerances.pin_runtime_for_bitwise()
+    return {item.id: item for item in matrix.items()}, functools.partial(run_routes,
+                                                                         routes=routes)
+
+
+def run_tf1_process(items, routes, bitwise=False, timeout=1800) -> dict:
+    """Runs `items` on TF1 `routes` in a new process with v2 behaviour disabled (and, with
+    `bitwise`, the runtime pinned as in `tolerances.pin_runtime_for_bitwise`).
+
+    Returns {item id: {route: Result}}. Raises `process.WorkerError` with the worker's
+    output if the worker fails.
+    """
+    return process.run_tf1_process([item.id for item in items],
+                                   functools.partial(matrix_work, tuple(routes), bitwise),
+                                   ", ".join(routes), timeout)
 
 
 def judge(item, results, reference=None, bitwise=True):
@@ -73,7 +97,7 @@ def assert_flat_graph(function, strategy=None):
 def independence_errors(route):
     """{(function, independent): error vs the oracle} for the coupled-samples case on
     `route`: the default (independent=True) is wrong there, independent=False is right."""
-    from compat_grads.testing import cases, compare, matrix
+    from compat_grads.testing import cases
 
     case = cases.get("coupled_samples")
     errors = {}

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import functools
 import itertools
 import zlib
 from collections.abc import Callable
@@ -24,11 +25,11 @@ from collections.abc import Callable
 import numpy as np
 
 from compat_grads._tf import keras2, tf
-from compat_grads.testing import modes
+from compat_grads.testing import modes, process
 from compat_grads.testing.matrix import cover, select
 from compat_grads.testing.routes import Result, captured
 from compat_grads.testing.tolerances import MODEL_TOLERANCE as TOLERANCE
-from compat_grads.testing.tolerances import scaled_error
+from compat_grads.testing.tolerances import pin_runtime_for_bitwise, scaled_error
 
 BATCH = 4
 UNCOMPILED = modes.route(modes.EAGER, "uncompiled")
@@ -427,6 +428,24 @@ def judge(item: ModelItem, expected: list, outcomes: dict):
     if difference > TOLERANCE["float32"]:
         found.append(f"{item.id}: routes differ by {difference:.3g} (scaled)")
     return found, outcomes, oracle_error, difference
+
+
+def model_work(tf2=False):
+    """What a worker process runs (`process.WorkerProcess`'s `work`): ({item id: item},
+    item -> its TF1 route's Result, or with `tf2` -> `evaluate(item)`), the runtime pinned
+    as for bitwise checks first."""
+    pin_runtime_for_bitwise()
+    return {item.id: item for item in items()}, (
+        evaluate if tf2 else functools.partial(run, route=modes.TF1))
+
+
+WORKER_LABEL = "Keras model items"
+
+
+def run_tf1_process(pattern: str | None = None, timeout: int = 900) -> dict:
+    """{item id: Result} of the TF1 route, run in a new process with v2 behaviour off."""
+    return process.run_tf1_process([item.id for item in items(pattern)], model_work,
+                                   WORKER_LABEL, timeout)
 
 
 def _matches(item, route, patterns) -> bool:

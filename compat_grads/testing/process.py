@@ -5,15 +5,15 @@ behaviour disabled, and for larger runs a second one shares its TF2 routes; `com
 the pytest plugin's "tf1" mode and the TF1 harness call functions there
 (`compat_grads.testing.remote`). Both sides of the pipe live here: `WorkerProcess` starts
 and talks to the process, and `main` is the process (`python -m
-compat_grads.testing.process OUT [ROUTE...] [--models] [--bitwise] [--tf2] [--calls]`).
+compat_grads.testing.process OUT [--work PICKLE] [--tf2]`).
 
-The child reads lines from stdin and runs each as it arrives: item ids (matrix items on the
-given routes, or with `--models` the Keras model items), printing `done <item id>` after
-each and pickling {item id: result} to OUT at the end of its input; or with `--calls`
-requests `call <sys.path> <job>` (base64 pickles), answering each with a line `returned
-<value>` or `raised <error>`. Without `--tf2` it disables v2 behaviour first; with `--tf2`
-it runs what the calling process runs on the TF2 routes (the results and, for models, the
-oracle), to share that work.
+The child reads lines from stdin and runs each as it arrives. With `--work`, a pickled
+`work()` from the caller (`checks.matrix_work`, `models.model_work`: the child imports it by
+name, so this module knows no matrix) gives ({item id: item}, item -> result): the lines are
+item ids, the child prints `done <item id>` after each and pickles {item id: result} to OUT
+at the end of its input. Without it, the lines are requests `call <sys.path> <job>` (base64
+pickles), each answered with a line `returned <value>` or `raised <error>`. Without `--tf2`
+the child disables v2 behaviour first; with it, it shares the TF2 side's work.
 """
 
 from __future__ import annotations
@@ -63,25 +63,23 @@ class WorkerProcess:
     """Items run in a process of its own while this one does other work: on the TF1 routes
     with v2 behaviour disabled there, or with `tf2` on TF2 routes, to share the TF2 work.
 
-    `send(ids)` hands it items (it runs them in that order); `close_input()` says there
-    are no more; `results()` waits and returns {item id: result}. `on_item(item_id)` is
-    called from a reader thread as each item finishes. With `calls` it runs functions in a
-    TF1 graph process instead (`compat_grads.testing.remote`): `call(line)` sends one
-    request and returns its reply. Use it as a context manager: leaving the block, normally
-    or by an exception (Ctrl-C included), stops the process, so no worker outlives its
-    caller.
+    `work` is a picklable `work() -> ({item id: item}, item -> result)` for the child to run
+    (see the module doc); `label` says what it runs, in `name` and errors. `send(ids)` hands
+    it items (it runs them in that order); `close_input()` says there are no more;
+    `results()` waits and returns {item id: result}. `on_item(item_id)` is called from a
+    reader thread as each item finishes. Without `work` it runs functions in a TF1 graph
+    process instead (`compat_grads.testing.remote`): `call(line)` sends one request and
+    returns its reply. Use it as a context manager: leaving the block, normally or by an
+    exception (Ctrl-C included), stops the process, so no worker outlives its caller.
     """
 
-    def __init__(self, routes=(), *, models=False, bitwise=False, tf2=False, calls=False,
-                 on_item=None):
+    def __init__(self, work=None, *, label="", tf2=False, on_item=None):
         side = "the TF2 routes" if tf2 else "the TF1 graph routes"
-        self.name = ("the TF1 worker process" if calls else
-                     f"{side} ({', '.join(routes) if routes else 'Keras model items'})")
+        self.name = "the TF1 worker process" if work is None else f"{side} ({label})"
         self._folder = tempfile.TemporaryDirectory()
         self._out = os.path.join(self._folder.name, "results.pickle")
-        command = [sys.executable, "-m", __name__, self._out, *routes,
-                   *(["--models"] if models else []), *(["--bitwise"] if bitwise else []),
-                   *(["--tf2"] if tf2 else []), *(["--calls"] if calls else [])]
+        command = [sys.executable, "-m", __name__, self._out, *(["--tf2"] if tf2 else []),
+                   *([] if work is None else ["--work", encode(pickle.dumps(work))])]
         self._stderr = open(os.path.join(self._folder.name, "stderr.txt"), "w+")
         self._process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          stderr=self._stderr, text=True)
@@ -164,14 +162,14 @@ class WorkerProcess:
         self._folder.cleanup()
 
 
-def run_tf1_process(ids, routes=(), *, models=False, bitwise=False, timeout=1800) -> dict:
-    """Runs the items `ids` on TF1 `routes` (or, with `models`, the Keras model items) in a
-    new process with v2 behaviour disabled (and, with `bitwise`, the runtime pinned as in
-    `tolerances.pin_runtime_for_bitwise`).
+def run_tf1_process(ids, work, label, timeout=1800) -> dict:
+    """Runs the items `ids` with `work` (see `WorkerProcess`) in a new process with v2
+    behaviour disabled, and waits for it.
 
-    Returns {item id: result}. Raises WorkerError with the worker's output if it fails.
+    Returns {item id: result}. Raises WorkerError with the worker's output if it fails,
+    subprocess.TimeoutExpired if it runs past `timeout` seconds.
     """
-    with WorkerProcess(routes, models=models, bitwise=bitwise) as process:
+    with WorkerProcess(work, label=label) as process:
         process.send(ids)
         return process.results(timeout)
 
@@ -191,38 +189,19 @@ def decode(text: str) -> bytes:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog=f"python -m {__name__}")
     parser.add_argument("out")
-    parser.add_argument("routes", nargs="*")
-    for flag in ("--models", "--bitwise", "--tf2", "--calls"):
-        parser.add_argument(flag, action="store_true")
+    parser.add_argument("--work")
+    parser.add_argument("--tf2", action="store_true")
     args = parser.parse_args(argv)
     from compat_grads._tf import tf
 
     tf.get_logger().setLevel("ERROR")
     if not args.tf2:
         tf.compat.v1.disable_v2_behavior()
-    if args.calls:
+    if args.work is None:
         serve_calls(sys.stdin)
-        return 0
-    if args.bitwise or args.models:
-        from compat_grads.testing import tolerances
-
-        tolerances.pin_runtime_for_bitwise()
-    _serve_items(*_work(args.models, args.tf2, args.routes), sys.stdin, args.out)
+    else:
+        _serve_items(*pickle.loads(decode(args.work))(), sys.stdin, args.out)
     return 0
-
-
-def _work(models, tf2, routes):
-    """({item id: item}, item -> result) for the chosen matrix and side."""
-    if models:
-        from compat_grads.testing import models as model_matrix
-        from compat_grads.testing.modes import TF1
-
-        def run_model(item):
-            return model_matrix.evaluate(item) if tf2 else model_matrix.run(item, TF1)
-        return {i.id: i for i in model_matrix.items()}, run_model
-    from compat_grads.testing import checks, matrix
-
-    return {i.id: i for i in matrix.items()}, lambda item: checks.run_routes(item, routes)
 
 
 def _serve_items(by_id, run, lines, out) -> None:

@@ -79,7 +79,7 @@ def _dumps(value, by_value) -> bytes:
 def _started() -> WorkerProcess:
     global _worker
     if _worker is None or _worker.failed:
-        _worker = WorkerProcess(calls=True)
+        _worker = WorkerProcess()  # no work: it serves calls
     return _worker
 
 
