@@ -105,9 +105,9 @@ def _tf():
 
 
 def _check_tf2(mode):
-    from compat_grads.dispatch import execution_mode
+    from compat_grads.dispatch import runs_eagerly
 
-    if execution_mode() == "eager":
+    if runs_eagerly():
         return
     raise ModeError(message(
         "testing.modes.run", f'mode "{mode}" needs TF2 behaviour, but this code runs in '
