@@ -11,8 +11,8 @@ Fixtures:
   cg_compare: `compat_grads.testing.compare_port(...)` that fails the test with the report's
     table unless the port agrees; returns the report.
 
-This module imports neither TensorFlow nor the rest of compat_grads: only the fixtures do,
-when a test uses them.
+This module imports no TensorFlow: only the fixtures do, when a test uses them. The mode
+names are `compat_grads.testing.modes.MODES`, which loads without TensorFlow.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import sys
 
 import pytest
 
-MODES = ("tf1", "v1_graph", "function", "eager")  # compat_grads.testing.modes.MODES
+from compat_grads.testing.modes import MODES
 
 
 def pytest_addoption(parser):
@@ -68,7 +68,8 @@ def _modes(text, where) -> list:
 
 @pytest.fixture
 def tf_mode(request) -> str:
-    """The mode this test runs in: "tf1", "v1_graph", "function" or "eager"."""
+    """The mode this test runs in: one of `MODES` ("tf1", "v1_graph", "function",
+    "eager")."""
     return request.param
 
 

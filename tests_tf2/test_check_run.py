@@ -18,8 +18,8 @@ import time
 import pytest
 
 from compat_grads import _progress, cli
-from compat_grads.testing import matrix, models, routes
-from compat_grads.testing.checks import first_error_line
+from compat_grads.testing import check_command, matrix, models, routes
+from compat_grads.testing.process import first_error_line
 
 NATIVE_LOG = re.compile(r"^([IWEF]\d{4} |WARNING: All log messages before absl)|oneDNN|"
                         r"cudart|cuda_|TensorFlow binary is optimized", re.M)
@@ -124,7 +124,7 @@ def test_a_run_off_a_terminal_beats_and_starts_quiet():
     assert not NATIVE_LOG.search(done.stderr), done.stderr
     assert "compat-grads check: TensorFlow" in done.stderr.splitlines()[0]
     lines = done.stdout.splitlines()
-    assert lines[0].split(" | ") == list(cli._HEADER)
+    assert lines[0].split(" | ") == list(check_command.HEADER)
     assert re.fullmatch(r"1 of 1 rows agree across routes and with the oracle in \d+ s "
                         r"\(TensorFlow \S+, quick check; --full for all 1 items\)",
                         lines[-1]), lines[-1]

@@ -1,14 +1,18 @@
-"""`compat-grads check`: table, JSON, exit codes."""
+"""`compat-grads check`: table, JSON, exit codes, the mode spellings and the docs' counts."""
 
 import json
 import os
+import pathlib
+import re
 import subprocess
 import sys
 
 import numpy as np
 
-from compat_grads import cli
-from compat_grads.testing import oracle
+from compat_grads import cli, pytest_plugin
+from compat_grads.testing import check_command, matrix, models, modes, oracle, routes
+
+DOCS = pathlib.Path(__file__).resolve().parents[1] / "docs"
 
 
 def test_check_json_all_agree(capsys):
@@ -48,7 +52,7 @@ def test_python_dash_m_prints_the_table():
                           capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].split(" | ") == list(cli._HEADER)
+    assert lines[0].split(" | ") == list(check_command.HEADER)
     assert lines[2].startswith("matmul_column | stacked_jacobian | (100, 1, 50, 1) | ")
     assert lines[2].endswith(" | ok")
     assert float(lines[2].split(" | ")[4]) < 1e-4
@@ -63,5 +67,28 @@ def test_check_models_runs_the_keras_matrix(capsys):
                                                               "ok")
     assert row["shapes"] == ["(4, 5, 6), (4, 6), (4, 6, 3), (4, 3)"]
     assert {r for item in report["items"] for r in item["routes"]} == {
-        "tf1", "v1graph", "function", "eager", "eager.uncompiled"}
+        "tf1", "v1_graph", "function", "eager", "eager.uncompiled"}
     assert cli.main(["check", "--models", "-k", "no-such-model"]) == 2
+
+
+def test_every_route_and_plugin_mode_is_spelled_by_the_modes_table():
+    assert pytest_plugin.MODES is modes.MODES
+    for route in (*routes.TF1_ROUTES, *routes.TF2_ROUTES):
+        assert route.split(".")[0] in modes.MODES, route
+    assert {route.split(".")[0] for route in models.ROUTES} == set(modes.MODES)
+    assert "v1_graph.tensor" in routes.TF2_ROUTES
+
+
+def test_the_old_v1graph_spelling_still_matches():
+    assert modes.canonical("v1graph.tensor") == "v1_graph.tensor"
+    everything = matrix.items()
+    for old, new in (("v1graph", "v1_graph"), ("*v1graph*", "*v1_graph*")):
+        assert matrix.select(everything, old) == matrix.select(everything, new)
+    assert cli.main(["check", "-k", "v1graph", "--quiet"]) == 2  # no item id names a mode
+
+
+def test_check_docs_quote_no_count_that_grows_with_the_matrix():
+    for page in ("check.rst", "port.rst"):
+        text = (DOCS / page).read_text()
+        assert not re.search(r"\b\d+ (quick |matrix |model )?items\b", text), page
+        assert not re.search(r"\b\d+ of \d+ rows agree", text), page

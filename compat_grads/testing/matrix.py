@@ -11,6 +11,7 @@ import compat_grads as cg
 from compat_grads._options import STRATEGIES
 from compat_grads._tf import tf
 from compat_grads.testing.cases import CASES, Case
+from compat_grads.testing.modes import canonical
 
 FIRST_ORDER = ("stacked_jacobian", "per_element_gradients", "batch_jacobian")
 SECOND_ORDER = ("hessian", "batch_hessian")
@@ -134,9 +135,11 @@ def items(pattern: str | None = None) -> list:
 
 def select(all_items: list, pattern: str | None) -> list:
     """The items whose id matches the glob (or, without wildcards, the substring)
-    `pattern`; all of them when `pattern` is empty."""
+    `pattern`; all of them when `pattern` is empty. An older spelling of a mode in `pattern`
+    (`modes.ALIASES`: "v1graph") matches as the current one does."""
     if not pattern:
         return list(all_items)
+    pattern = canonical(pattern)
     glob = pattern if any(ch in pattern for ch in "*?[") else f"*{pattern}*"
     return [item for item in all_items if fnmatch.fnmatch(item.id, glob)]
 

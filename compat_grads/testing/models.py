@@ -7,29 +7,34 @@ loss in the full batch), on a float64 copy of the model. The oracle of input Jac
 float64 central differences of that copy. Both run in the current process: eagerly in TF2,
 in a Session in TF1 (GradientTape records graphs too).
 
-TF1 results come from `python -m compat_grads.testing.worker OUT --models` (v2 behaviour
-disabled).
+The routes are the modes of `compat_grads.testing.modes` (the whole model per mode, so a
+route is its mode's name) plus "eager.uncompiled"; each runs under `routes.captured`, as the
+matrix's routes do, and gives a `routes.Result`. TF1 results come from
+`compat_grads.testing.process` with `--models` (v2 behaviour disabled).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import functools
 import itertools
-import warnings
 import zlib
 from collections.abc import Callable
 
 import numpy as np
 
 from compat_grads._tf import keras2, tf
+from compat_grads.testing import modes, process
 from compat_grads.testing.matrix import cover, select
-from compat_grads.testing.tolerances import scaled_error
+from compat_grads.testing.routes import Result, captured
+from compat_grads.testing.tolerances import MODEL_TOLERANCE as TOLERANCE
+from compat_grads.testing.tolerances import pin_runtime_for_bitwise, scaled_error
 
 BATCH = 4
-ROUTES = ("tf1", "v1graph", "function", "eager", "eager.uncompiled")
+UNCOMPILED = modes.route(modes.EAGER, "uncompiled")
+ROUTES = (*modes.MODES, UNCOMPILED)
 TF2_ROUTES = ROUTES[1:]
-TOLERANCE = {"float32": 2e-4, "float64": 1e-9}
 FUNCTIONS = ("per_example_gradients", "weights_jacobian", "batch_jacobian")
 
 
@@ -245,38 +250,20 @@ def _input_dtype(case, dtype):
     return tf.int32 if case.vocabulary is not None else dtype
 
 
-@dataclasses.dataclass
-class Outcome:
-    values: list | None = None
-    error: str | None = None
-    warnings: list = dataclasses.field(default_factory=list)
+def run(item: ModelItem, route: str) -> Result:
+    """Runs `item` on `route` in this process (exceptions and our warnings recorded). An
+    older spelling of the mode (`modes.ALIASES`) names the same route."""
+    runner = {modes.TF1: _run_graph, modes.V1_GRAPH: _run_graph, modes.FUNCTION: _run_function,
+              modes.EAGER: _run_eager, UNCOMPILED: _run_uncompiled}[modes.canonical(route)]
+    return captured(lambda: Result(values=runner(item)))
 
 
-def run(item: ModelItem, route: str) -> Outcome:
-    """Runs `item` on `route` in this process (exceptions and our warnings recorded)."""
-    runner = {"tf1": _run_graph, "v1graph": _run_graph, "function": _run_function,
-              "eager": _run_eager, "eager.uncompiled": _run_uncompiled}[route]
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            outcome = Outcome(values=runner(item))
-        except Exception as err:  # noqa: BLE001 - a failing route is a result to report
-            outcome = Outcome(error=f"{type(err).__name__}: {err}")
-    outcome.warnings = [str(w.message) for w in caught
-                        if w.category.__module__.startswith("compat_grads")]
-    return outcome
-
-
-def _in_session(build, feeds=None):
+def _in_session(build):
     """Runs `build() -> (flat fetches, {placeholder: value})` in a new graph and Session,
     after initializing variables; None fetches stay None."""
-    graph = tf.Graph()
-    with graph.as_default():
+    with tf.Graph().as_default():
         fetches, feeds = build()
-        with tf.compat.v1.Session(graph=graph) as session:
-            session.run(tf.compat.v1.global_variables_initializer())
-            values = iter(session.run([t for t in fetches if t is not None], feeds))
-            return [None if t is None else next(values) for t in fetches]
+        return modes.session_values(fetches, feeds)
 
 
 def _run_graph(item):
@@ -315,7 +302,7 @@ def _run_uncompiled(item):
 
 
 def _numpy(flat):
-    return [None if t is None else t.numpy() for t in tf.nest.flatten(flat)]
+    return modes.to_numpy(tf.nest.flatten(flat))
 
 
 def oracle(item: ModelItem) -> list:
@@ -389,7 +376,7 @@ def _evaluator(case):
     return lambda x: session.run(out, {xs: x})
 
 
-def problems(item: ModelItem, route: str, outcome: Outcome, expected: list) -> list:
+def problems(item: ModelItem, route: str, outcome: Result, expected: list) -> list:
     """What is wrong with `outcome` (empty when it matches `expected` within tolerance)."""
     if _matches(item, route, item.case.fails):
         if outcome.error is None or not outcome.error.startswith("DerivativeError: "
@@ -413,21 +400,21 @@ def problems(item: ModelItem, route: str, outcome: Outcome, expected: list) -> l
     return found
 
 
-def check_item(item: ModelItem, tf1: Outcome):
+def check_item(item: ModelItem, tf1: Result):
     """Runs `item` on every TF2 route, with `tf1` from the TF1 process, against the oracle
     and pairwise. Returns (problems, outcomes by route, largest scaled error against the
     oracle, largest scaled difference between routes)."""
     expected, outcomes = evaluate(item)
-    return judge(item, expected, {**outcomes, "tf1": tf1})
+    return judge(item, expected, {**outcomes, modes.TF1: tf1})
 
 
 def evaluate(item: ModelItem):
-    """(the oracle's values, {route: Outcome} on every TF2 route), computed here."""
+    """(the oracle's values, {route: Result} on every TF2 route), computed here."""
     return oracle(item), {route: run(item, route) for route in TF2_ROUTES}
 
 
 def judge(item: ModelItem, expected: list, outcomes: dict):
-    """Checks `outcomes` ({route: Outcome}) against `expected` and each other: see
+    """Checks `outcomes` ({route: Result}) against `expected` and each other: see
     `check_item`."""
     found = [p for route, outcome in outcomes.items()
              for p in problems(item, route, outcome, expected)]
@@ -443,13 +430,22 @@ def judge(item: ModelItem, expected: list, outcomes: dict):
     return found, outcomes, oracle_error, difference
 
 
-def run_tf1_process(pattern: str | None = None, timeout: int = 900) -> dict:
-    """{item id: Outcome} of the TF1 route, run in a new process with v2 behaviour off."""
-    from compat_grads.testing.checks import WorkerProcess
+def model_work(tf2=False):
+    """What a worker process runs (`process.WorkerProcess`'s `work`): ({item id: item},
+    item -> its TF1 route's Result, or with `tf2` -> `evaluate(item)`), the runtime pinned
+    as for bitwise checks first."""
+    pin_runtime_for_bitwise()
+    return {item.id: item for item in items()}, (
+        evaluate if tf2 else functools.partial(run, route=modes.TF1))
 
-    with WorkerProcess(models=True) as process:
-        process.send(item.id for item in items(pattern))
-        return process.results(timeout)
+
+WORKER_LABEL = "Keras model items"
+
+
+def run_tf1_process(pattern: str | None = None, timeout: int = 900) -> dict:
+    """{item id: Result} of the TF1 route, run in a new process with v2 behaviour off."""
+    return process.run_tf1_process([item.id for item in items(pattern)], model_work,
+                                   WORKER_LABEL, timeout)
 
 
 def _matches(item, route, patterns) -> bool:

@@ -15,7 +15,7 @@ import numpy as np
 from compat_grads._errors import ModeError, describe, message
 from compat_grads._models import is_keras_layer, unwrap_variable
 from compat_grads._tf import tf
-from compat_grads.dispatch import execution_mode
+from compat_grads.dispatch import runs_eagerly
 from compat_grads.testing import modes as _modes
 from compat_grads.testing import remote
 from compat_grads.testing.port_report import PortReport, PortRow, compare_values, tolerance
@@ -70,7 +70,7 @@ def compare_port(legacy: Callable, ported: Callable, inputs: Mapping[str, np.nda
       Whatever `legacy` raises while its graph is built or run, with the TF1 process's
         traceback as its cause (a legacy function that does not run is not a port finding).
     """
-    if execution_mode() != "eager":
+    if not runs_eagerly():
         raise ModeError(message(
             _NAME, "the port runs in TF2 in this process, but this code runs in a graph (v2 "
             "behaviour disabled, or inside tf.Graph().as_default())", "Call compare_port "

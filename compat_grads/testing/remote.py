@@ -1,6 +1,6 @@
 """Calling a function in a TF1 graph process (v2 behaviour disabled) from this one.
 
-One worker process (`python -m compat_grads.testing.worker --calls`) starts on the first
+One worker process (`compat_grads.testing.process`, with `--calls`) starts on the first
 call and serves every later one: `compare_port` runs the legacy side there, and the pytest
 plugin's `cg_run` runs its "tf1" mode there. Functions and arguments travel with cloudpickle:
 module-level functions by reference (the worker imports them, with this process's
@@ -11,16 +11,14 @@ variables, graphs, sessions, open files, locks) cannot be sent.
 from __future__ import annotations
 
 import atexit
-import base64
-import os
 import pickle
 import sys
 import threading
-import traceback
 
 import cloudpickle
 
-from compat_grads.testing.checks import WorkerError, WorkerProcess, without_native_log
+from compat_grads.testing import process
+from compat_grads.testing.process import WorkerError, WorkerProcess
 
 _lock = threading.Lock()
 _worker: WorkerProcess | None = None
@@ -48,8 +46,8 @@ def call(job, *args, by_value=(), label=None, **kwargs):
     a fresh worker.
     """
     __tracebackhide__ = True  # pytest: the error is the user's, not this frame's
-    request = " ".join(("call", _encode(pickle.dumps(sys.path)),
-                        _encode(_dumps((job, args, kwargs), by_value))))
+    request = " ".join(("call", process.encode(pickle.dumps(sys.path)),
+                        process.encode(_dumps((job, args, kwargs), by_value))))
     with _lock:
         worker = _started()
         reply = worker.call(request)
@@ -58,7 +56,7 @@ def call(job, *args, by_value=(), label=None, **kwargs):
             _stop()
             raise error
     kind, data = reply.split(" ", 1)
-    value = pickle.loads(_decode(data))
+    value = pickle.loads(process.decode(data))
     if kind == "returned":
         return value
     raise _rebuild(*value)
@@ -81,7 +79,7 @@ def _dumps(value, by_value) -> bytes:
 def _started() -> WorkerProcess:
     global _worker
     if _worker is None or _worker.failed:
-        _worker = WorkerProcess(calls=True)
+        _worker = WorkerProcess()  # no work: it serves calls
     return _worker
 
 
@@ -104,7 +102,7 @@ atexit.register(shutdown)
 def _crashed(error: WorkerError, name) -> WorkerError:
     said = (f": {error.first_line}" if error.first_line != f"exit status {error.returncode}"
             else " without an error message")
-    log = "\n".join(without_native_log(error.log)[-40:])
+    log = "\n".join(process.without_native_log(error.log)[-40:])
     error.args = (f"The TF1 worker process died (exit status {error.returncode}) while "
                   f"running {name}{said}. The next call starts a fresh worker."
                   + (f"\nIts stderr ended with:\n{log}" if log else ""),)
@@ -120,43 +118,3 @@ def _rebuild(data, type_name, text, remote_traceback):
         error = RemoteError(f"{type_name}: {text}")
     error.__cause__ = RemoteTraceback(remote_traceback)
     return error
-
-
-def serve(requests) -> None:
-    """The worker's side: runs each request line of `requests`, writes its reply line.
-
-    What the functions print goes to stderr, so it cannot break the replies on stdout."""
-    replies = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)
-    for line in requests:
-        if line.strip():
-            kind, payload = _run(*line.split()[1:])
-            replies.write(f"{kind} {_encode(payload)}\n")
-            replies.flush()
-
-
-def _run(path, request):
-    sys.path[:0] = [p for p in pickle.loads(_decode(path)) if p not in sys.path]
-    try:
-        job, args, kwargs = pickle.loads(_decode(request))
-        return "returned", pickle.dumps(job(*args, **kwargs))
-    except Exception as error:
-        return "raised", pickle.dumps((_picklable(error), type(error).__qualname__,
-                                       str(error), traceback.format_exc()))
-
-
-def _picklable(error):
-    try:
-        data = pickle.dumps(error)
-        pickle.loads(data)
-        return data
-    except Exception:
-        return None
-
-
-def _encode(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
-
-
-def _decode(text: str) -> bytes:
-    return base64.b64decode(text)

@@ -1,7 +1,8 @@
 """How a matrix item is run in each execution mode ("route") and what comes back.
 
-A route is `<mode>.<target kind>`: the mode is "tf1" (a TF1 graph, v2 behaviour disabled in
-this process), "v1graph" (a `tf.Graph` inside TF2), "function" (`tf.function`) or "eager";
+A route is `<mode>.<target kind>`: the mode (spelled in `compat_grads.testing.modes`) is "tf1"
+(a TF1 graph, v2 behaviour disabled in this process), "v1_graph" (a `tf.Graph` inside TF2),
+"function" (`tf.function`) or "eager";
 the target kind is "tensor", "callable" or "tape" (a tensor with the tape that recorded it).
 "function.captured" is a tensor target in a `tf.function` that closes over its sources
 (eager tensors, or variables) instead of taking them as arguments: the graph then holds a
@@ -16,11 +17,13 @@ import warnings
 import numpy as np
 
 from compat_grads._tf import tf
+from compat_grads.testing.modes import EAGER, FUNCTION, TF1, V1_GRAPH, canonical
+from compat_grads.testing.modes import route as route_id
 
-TF1_ROUTES = ("tf1.tensor", "tf1.callable", "tf1.tape")
-TF2_ROUTES = ("v1graph.tensor", "v1graph.callable", "v1graph.tape", "function.tensor",
-              "function.callable", "function.tape", "function.captured", "eager.callable",
-              "eager.uncompiled", "eager.tape")
+TF1_ROUTES = tuple(route_id(TF1, kind) for kind in ("tensor", "callable", "tape"))
+TF2_ROUTES = (*(route_id(V1_GRAPH, kind) for kind in ("tensor", "callable", "tape")),
+              *(route_id(FUNCTION, kind) for kind in ("tensor", "callable", "tape", "captured")),
+              *(route_id(EAGER, kind) for kind in ("callable", "uncompiled", "tape")))
 
 
 def backend_of(route: str) -> str:
@@ -69,14 +72,21 @@ def _restored(value):
 
 
 def run(item, route: str) -> Result:
-    """Runs `item` on `route` in this process; exceptions are captured in `Result.error`."""
-    mode, kind = route.split(".")
-    runner = {"tf1": _run_graph, "v1graph": _run_graph, "function": _run_function,
-              "eager": _run_eager}[mode]
+    """Runs `item` on `route` in this process; exceptions are captured in `Result.error`.
+    An older spelling of the mode (`modes.ALIASES`) names the same route."""
+    mode, kind = canonical(route).split(".")
+    runner = {TF1: _run_graph, V1_GRAPH: _run_graph, FUNCTION: _run_function,
+              EAGER: _run_eager}[mode]
+    return captured(lambda: runner(item, kind))
+
+
+def captured(compute) -> Result:
+    """`compute()` (a Result) with the warnings compat_grads gave meanwhile; an exception
+    it raised becomes `Result.error`."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            result = runner(item, kind)
+            result = compute()
         except Exception as err:  # noqa: BLE001 - a failing route is a result to report
             result = Result(error=f"{type(err).__name__}: {err}", error_type=type(err))
     result.warnings = [str(w.message) for w in caught
