@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 import compat_grads as cg
-from compat_grads.testing import cases, checks, tolerances
+from compat_grads.testing import cases, checks, modes, tolerances
 
 
 @pytest.mark.parametrize("route", ["tf1.tensor", "tf1.callable"])
@@ -66,7 +66,7 @@ def test_hvp_agrees_with_hessian_times_v(case):
     with warnings.catch_warnings():
         if case.may_fall_back:  # the v1 cond makes the Hessian's loop fall back: declared
             warnings.simplefilter("ignore", cg.VectorizationWarning)
-        error = checks.hvp_against_hessian(case, "graph")
+        error = checks.hvp_against_hessian(case, modes.TF1)
     assert error < tolerances.TOLERANCE[case.dtype]
 
 

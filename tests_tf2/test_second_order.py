@@ -9,12 +9,12 @@ import pytest
 import tensorflow as tf
 
 import compat_grads as cg
-from compat_grads.testing import cases, checks, tolerances
+from compat_grads.testing import cases, checks, modes, tolerances
 
 SECOND_ORDER = [case for case in cases.CASES if case.second_order]
 
 
-@pytest.mark.parametrize("route", ["v1graph.tensor", "v1graph.callable", "function.tensor",
+@pytest.mark.parametrize("route", ["v1_graph.tensor", "v1_graph.callable", "function.tensor",
                                    "function.callable", "eager.callable",
                                    "eager.uncompiled"])
 def test_independent_default_is_wrong_for_coupled_samples_and_exact_is_right(route):
@@ -24,7 +24,7 @@ def test_independent_default_is_wrong_for_coupled_samples_and_exact_is_right(rou
         assert errors[function, False] < tolerances.TOLERANCE["float32"], errors
 
 
-@pytest.mark.parametrize("mode", ["eager", "function", "graph"])
+@pytest.mark.parametrize("mode", [modes.EAGER, modes.FUNCTION, modes.V1_GRAPH])
 @pytest.mark.parametrize("case", SECOND_ORDER, ids=str)
 def test_hvp_agrees_with_hessian_times_v(case, mode):
     with warnings.catch_warnings():

@@ -114,8 +114,8 @@ def independence_errors(route):
 def hvp_against_hessian(case, mode):
     """Max scaled difference between `hvp(f, x, v)` and `hessian(f, x) @ v` for the scalar
     `f = sum(w * target)` (w fixed) of `case`, run in `mode` (`compat_grads.testing.modes`):
-    "tf1" or "v1_graph" (a Session in a new graph: a TF1 graph in a TF1 process; "graph",
-    the older spelling, is accepted), "function" or "eager"."""
+    "tf1" or "v1_graph" (a Session in a new graph: a TF1 graph in a TF1 process),
+    "function" or "eager"."""
     import numpy as np
 
     import compat_grads as cg
@@ -138,7 +138,7 @@ def hvp_against_hessian(case, mode):
                 tf.nest.map_structure(convert, tangents),
                 {k: convert(v) for k, v in consts.items()})
 
-    if mode in (modes.TF1, modes.V1_GRAPH, "graph"):
+    if mode in (modes.TF1, modes.V1_GRAPH):
         with tf.Graph().as_default(), tf.compat.v1.Session() as session:
             hessian, product = session.run(both(*tensors()))
     else:
