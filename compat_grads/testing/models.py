@@ -27,6 +27,7 @@ import numpy as np
 from compat_grads._tf import keras2, tf
 from compat_grads.testing import modes, process
 from compat_grads.testing.matrix import cover, select
+from compat_grads.testing.oracle import central_difference, unit
 from compat_grads.testing.routes import Result, captured
 from compat_grads.testing.tolerances import MODEL_TOLERANCE as TOLERANCE
 from compat_grads.testing.tolerances import pin_runtime_for_bitwise, scaled_error
@@ -341,24 +342,18 @@ def _central_differences(case, x, step=1e-6):
     """d logits[s] / d x[s] per example, shape `[b] + logits.shape[1:] + x.shape[1:]`."""
     evaluate = _evaluator(case)
     flat = x.reshape(BATCH, -1)
+
+    def along(direction):
+        return central_difference(lambda f: evaluate(f.reshape(x.shape)), flat, direction,
+                                  step)
     columns = []
     for j in range(flat.shape[1]):
-        shift = np.zeros_like(flat)
-        shift[:, j] = step
         if case.coupled:  # move one example at a time: the others see the batch change
-            columns.append(np.stack([_coupled_difference(evaluate, flat, x.shape, s, j, step)
+            columns.append(np.stack([along(unit(flat.shape, (s, j)))[s]
                                      for s in range(BATCH)]))
-            continue
-        plus, minus = (evaluate((flat + d).reshape(x.shape)) for d in (shift, -shift))
-        columns.append((plus - minus) / (2 * step))
+        else:  # examples are independent: every example moves at once
+            columns.append(along(unit(flat.shape, (slice(None), j))))
     return np.stack(columns, axis=-1).reshape(*columns[0].shape, *x.shape[1:])
-
-
-def _coupled_difference(evaluate, flat, shape, s, j, step):
-    shift = np.zeros_like(flat)
-    shift[s, j] = step
-    plus, minus = (evaluate((flat + d).reshape(shape)) for d in (shift, -shift))
-    return (plus[s] - minus[s]) / (2 * step)
 
 
 def _evaluator(case):

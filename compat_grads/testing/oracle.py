@@ -46,20 +46,35 @@ def _moved(case, nest, k, value):
     return nest
 
 
+def central_difference(evaluate, x, direction, step):
+    """The derivative of `evaluate` at `x` along `direction` (an array of x's shape), by a
+    float64 central difference: `(evaluate(x + step d) - evaluate(x - step d)) / 2 step`.
+    The one difference quotient of every oracle (the matrix's and the Keras models')."""
+    x = np.asarray(x, np.float64)
+    plus, minus = (np.asarray(evaluate(x + d), np.float64) for d in (step * direction,
+                                                                      -step * direction))
+    return (plus - minus) / (2 * step)
+
+
+def unit(shape, index) -> np.ndarray:
+    """The float64 array of `shape` that is 1 at the flat (or tuple) `index`, 0 elsewhere."""
+    direction = np.zeros(shape)
+    direction[np.unravel_index(index, shape) if np.isscalar(index) else index] = 1.0
+    return direction
+
+
 def _central_differences(case, sources, consts):
     fn, blocks = case.numpy_fn, []
     for k, x in enumerate(_flatten(sources)):
         x = np.asarray(x, np.float64)
         y_shape = np.shape(fn(sources, consts))
         block = np.zeros((int(np.prod(y_shape)), x.size))
+
+        def evaluate(moved, k=k):  # a repeated source moves with its every occurrence
+            return fn(_moved(case, sources, k, moved), consts)
         for j in range(x.size):
             step = _STEP * max(1.0, abs(x.flat[j]))
-            plus, minus = x.copy(), x.copy()
-            plus.flat[j] += step
-            minus.flat[j] -= step
-            diff = (np.asarray(fn(_moved(case, sources, k, plus), consts))
-                    - np.asarray(fn(_moved(case, sources, k, minus), consts)))
-            block[:, j] = diff.reshape(-1) / (2 * step)
+            block[:, j] = central_difference(evaluate, x, unit(x.shape, j), step).reshape(-1)
         blocks.append(block.reshape(y_shape + x.shape))
     return blocks
 
