@@ -131,3 +131,18 @@ def test_api_has_only_public_functions_each_a_short_body():
         if lines > API_BODY_LINES:
             long[node.name] = lines
     assert not long
+
+
+def test_every_public_docstring_names_every_argument_in_full():
+    # the shared paragraphs (compat_grads._docs) are filled in at import: help() shows them
+    import inspect
+    import re
+
+    import compat_grads as cg
+
+    for node in _public_functions():
+        function = getattr(cg, node.name)
+        doc = function.__doc__
+        assert not re.findall(r"\{\w+\}", doc), node.name
+        for name in inspect.signature(function).parameters:
+            assert re.search(rf"^\s+{name}: \S", doc, re.M), (node.name, name)
