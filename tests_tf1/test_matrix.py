@@ -1,4 +1,6 @@
-"""Every matrix item in a TF1 graph (Session), on every TF1 route, against the oracle."""
+"""Every matrix item in a TF1 graph (Session), on every TF1 route, against the oracle and, among
+the graph routes, bit for bit against tf1.tensor (which the TF2 suite compares bit for bit
+with the TF2 graph routes)."""
 
 import pytest
 
