@@ -21,7 +21,8 @@ import dataclasses
 import functools
 from collections.abc import Callable
 
-from compat_grads import _compile, _distribute, _docs, _options, dispatch
+from compat_grads import _compile, _distribute, _docs, _options, _value, dispatch
+from compat_grads._errors import message
 from compat_grads._structure import eager_tensor_error
 from compat_grads._tf import tf
 
@@ -46,6 +47,13 @@ class Spec:
       tensor_target: whether the target may be a tensor (an eager one needs its tape).
       bind_sources: whether the compiled function captures every source (a model's weights)
         instead of passing it.
+      value: how `has_aux` / `return_value` get the value: "capture" (the callable target's
+        own output, `compat_grads._value.Capture`), "outputs" (the result holds the outputs
+        already: only `has_aux`, whose aux comes last) or "own" (the computation returns
+        `(value, derivative)` itself when `return_value`).
+      samples: `distribute=` splits the samples: each piece carries its value and flat
+        matrix, joined along the batch axis.
+      flatten: `flatten(name, derivative, y, sources)` -> the `flat=True` matrix.
     """
 
     name: str
@@ -56,6 +64,9 @@ class Spec:
     needs_callable: str = ""
     tensor_target: bool = True
     bind_sources: bool = False
+    value: str = "capture"
+    samples: bool = False
+    flatten: Callable | None = None
 
 
 def public(function):
@@ -74,17 +85,53 @@ def run(spec: Spec, target, args: tuple, **given):
     options = _options.check(spec.name, **given)
     if spec.prepare is not None:
         target, args = spec.prepare(spec.name, target, args)
+    if options.has_aux and not _is_callable(target):
+        _value.no_aux_for_tensor(spec.name, target)
     if options.distribute is not None:
         return _distributed(spec, target, args, options)
     return _compiled_or_run(spec, target, args, options,
-                            functools.partial(_undistributed, spec, options))
+                            _finished(spec, options, functools.partial(_undistributed, spec,
+                                                                       options)))
 
 
 def split(spec: Spec, target, args: tuple, options: _options.Options) -> _distribute.Split:
     """How a call with `distribute=` computes its result in pieces."""
     pieces = spec.pieces or spec
     compute = functools.partial(pieces.compute, pieces.name)
+    if spec.samples:  # each piece carries its samples' value and flat matrix
+        compute = functools.partial(_finished_piece, spec, compute)
     return spec.split(spec.name, compute, target, args, options)
+
+
+def _finished_piece(spec, compute, target, args, options):
+    return _finished(spec, options, lambda t, a: compute(t, a, options), True)(target, args)
+
+
+def _is_callable(target) -> bool:
+    return callable(target) and not tf.is_tensor(target)
+
+
+def _finished(spec, options, body, in_pieces=False):
+    """`body(target, args)` -> the derivative, as the public result: with the value and aux
+    (`compat_grads._value`) and as one matrix (`flat`) where asked."""
+    if not (options.valued or options.flat) or spec.value == "own":
+        return body
+
+    def finished(target, args):
+        if not _is_callable(target):
+            derivative, y, aux = body(target, args), target, None
+        else:
+            capture = _value.Capture(spec.name, target, options.has_aux)
+            derivative = body(capture, args)
+            y, aux = capture.value(args[0])
+            if in_pieces and options.has_aux:
+                _value.check_sample_aux(spec.name, aux)
+        if options.flat:
+            derivative = spec.flatten(spec.name, derivative, y, args[0])
+        if spec.value == "outputs":
+            return (*derivative, aux) if options.has_aux else derivative
+        return _value.assemble(options, y, aux, derivative) if options.valued else derivative
+    return finished
 
 
 def _undistributed(spec, options, target, args):
@@ -103,10 +150,16 @@ def _distributed(spec, target, args, options):
     if spec.tensor_target and not callable(target) and dispatch.runs_eagerly():
         raise eager_tensor_error(name)
 
+    if options.flat and not options.gather:
+        raise ValueError(message(
+            name, "flat=True needs gather=True: the matrix joins every piece",
+            "Drop flat=True to get the pieces, or drop gather=False."))
+
     def pieces(target, args):
         return _distribute.run(name, options.distribute, options.gather,
                                split(spec, target, args, options), options.jit_compile)
-    return _compiled_or_run(spec, target, args, options, pieces)
+    return _compiled_or_run(spec, target, args, options,
+                            pieces if spec.samples else _finished(spec, options, pieces))
 
 
 def _compiled_or_run(spec, target, args, options, body):
@@ -116,7 +169,8 @@ def _compiled_or_run(spec, target, args, options, body):
     if (options.compile and callable(target) and options.tape is None
             and dispatch.runs_eagerly()):
         key = (spec.name, options.how, options.independent, options.loss_fn,
-               _distribute.hashable(options.distribute), options.gather)
+               _distribute.hashable(options.distribute), options.gather, options.has_aux,
+               options.return_value, options.flat)
         if run_compiled := _compile.compiled(target, args, key, body, options.jit_compile,
                                              spec.bind_sources):
             return run_compiled()

@@ -7,10 +7,13 @@ the doctests and the API reference all read the full text.
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 WIDTH = 96
 """The longest docstring line, indentation included."""
+
+_ARGUMENT = re.compile(r"[a-z_]+: ")
 
 PARAGRAPHS = {
     "target": "target: the tensor `y` (graph mode and `tf.function`; in eager mode together "
@@ -32,11 +35,38 @@ PARAGRAPHS = {
     "devices": "Or a list of device names (the TF1 way: the pieces are placed with "
                "`tf.device` in one graph). `chunk_size` applies within each piece; see the "
                '"Several devices and workers" page.',
+    "has_aux": "has_aux: the callable target returns a pair `(y, aux)`: `y` is differentiated, "
+               "`aux` (any nest of tensors) is returned as it is, never differentiated, and "
+               "the result is `(derivative, aux)`. The callable runs no extra time for it. A "
+               "tensor target raises TypeError.",
+    "has_aux_transform": "has_aux: `f` returns a pair `(outputs, aux)`: `aux` (any nest of "
+                         "tensors) is not differentiated and comes last in the result.",
+    "return_value": "return_value: return `(y, derivative)`: the target's value, from the "
+                    "pass that computes the derivative (a callable is not called again for "
+                    "it; a tensor target is returned as it is). With has_aux too: "
+                    "`((y, aux), derivative)`.",
+    "return_value_losses": "return_value: return `(losses, gradients)`: the `[b]` "
+                           "per-example losses, from the same forward passes as the "
+                           "gradients.",
+    "flat_jacobian": "flat: return one matrix `[size(y), sum_k size(x_k)]` instead of the "
+                     "blocks: the target flattened, then every source flattened and joined "
+                     "in the order of `tf.nest.flatten(sources)` (zeros for an unconnected "
+                     "source), as Newton and Gauss-Newton code wants it. Every statically "
+                     "known dimension is kept; the sources must share one dtype.",
+    "flat_hessian": "flat: return one matrix `[n, n]` (`[size(y), n, n]` for a non-scalar "
+                    "target), n = sum_k size(x_k), the sources flattened and joined in the "
+                    "order of `tf.nest.flatten(sources)` (zeros for unconnected blocks). "
+                    "Every statically known dimension is kept; the sources must share one "
+                    "dtype.",
+    "flat_batch_jacobian": "flat: return `[b, m, n]`, m and n the per-sample sizes of the "
+                           "target and the source, every statically known dimension kept.",
+    "flat_batch_hessian": "flat: return `[b, n, n]`, n the per-sample size of the source, "
+                          "every statically known dimension kept.",
     "gather": "gather: with `distribute`, return one result (True), or the pieces (False): "
               "the strategy's per-replica values, or a list with one result per device.",
 }
-"""Each paragraph by its placeholder. One that starts with its name and a colon is an
-argument: its continuation lines are indented two more columns."""
+"""Each paragraph by its placeholder. One that starts with an argument's name and a colon
+is that argument: its continuation lines are indented two more columns."""
 
 
 def fill(doc: str | None) -> str | None:
@@ -56,7 +86,7 @@ def fill(doc: str | None) -> str | None:
         name = text[1:-1]
         paragraph = PARAGRAPHS[name]
         indent = line[:len(line) - len(line.lstrip())]
-        hanging = indent + "  " if paragraph.startswith(f"{name}:") else indent
+        hanging = indent + "  " if _ARGUMENT.match(paragraph) else indent
         lines += textwrap.wrap(paragraph, WIDTH, initial_indent=indent,
                                subsequent_indent=hanging)
     return "\n".join(lines)

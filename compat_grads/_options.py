@@ -63,6 +63,14 @@ class Options:
     jit_compile: bool = False
     distribute: object = None
     gather: bool = True
+    has_aux: bool = False
+    return_value: bool = False
+    flat: bool = False
+
+    @property
+    def valued(self) -> bool:
+        """Whether the result carries the value or aux besides the derivative."""
+        return self.has_aux or self.return_value
 
 
 def check(function: str, *, compile, jit_compile, distribute=None, gather=True,
@@ -76,7 +84,9 @@ def check(function: str, *, compile, jit_compile, distribute=None, gather=True,
     how = How(checked.get("strategy", "auto"), checked.get("unconnected_gradients", "none"),
               checked.get("chunk_size"), checked.get("max_bytes"))
     return Options(how, checked.get("tape"), checked.get("independent", True),
-                   checked.get("loss_fn"), *flags, distribute, gather)
+                   checked.get("loss_fn"), *flags, distribute, gather,
+                   checked.get("has_aux", False), checked.get("return_value", False),
+                   checked.get("flat", False))
 
 
 def _check_bool(function, name, value):
@@ -156,6 +166,9 @@ _CHECKS = {
     "max_bytes": _check_count("the most memory, in bytes, the result and the rows in "
                               "flight may take"),
     "independent": _check_bool,
+    "has_aux": _check_bool,
+    "return_value": _check_bool,
+    "flat": _check_bool,
     "tape": _check_tape,
     "loss_fn": _check_callable,
 }

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from compat_grads import _distribute, _jacobians, _models, dispatch
+from compat_grads import _distribute, _flat, _jacobians, _models, dispatch
 from compat_grads import _structure as st
 from compat_grads._call import Spec
 from compat_grads._errors import describe, message
@@ -136,8 +136,10 @@ def _per_example(name, model, args, options):
     count = _models.batch_size(name, x)
     with st.after(_models.check_batches(name, x, y)):
         if options.independent:
-            return _example_rows(name, model, weights, (x, y, count), options)
-        return _coupled_examples(name, model, weights, (x, y, count), options)
+            losses, grads = _example_rows(name, model, weights, (x, y, count), options)
+        else:
+            losses, grads = _coupled_examples(name, model, weights, (x, y, count), options)
+    return (losses, grads) if options.return_value else grads
 
 
 def _coupled_examples(name, model, weights, batch, options):
@@ -154,7 +156,7 @@ def _coupled_examples(name, model, weights, batch, options):
     backend = dispatch.backend_for(problem)
     (blocks,) = _jacobians.jacobian_blocks(backend, problem.flat, how.using(
         "reverse" if how.strategy == "auto" else how.strategy))
-    return problem.pack(blocks)
+    return backend.target, problem.pack(blocks)
 
 
 def _example_rows(name, model, weights, batch, options):
@@ -169,7 +171,10 @@ def _example_rows(name, model, weights, batch, options):
     # for TF1 control flow before trying pfor (ops that nothing runs).
     problem = st.make_problem(name, loss_of_example(0), weights, argument="weights")
     backend = dispatch.backend_for(problem)
-    return problem.pack(_jacobians.per_example_rows(backend, loss_of_example, count, options.how))
+    rows = _jacobians.per_example_rows(backend, loss_of_example, count, options.how,
+                                       options.return_value)
+    losses, grads = rows if options.return_value else (None, rows)
+    return losses, problem.pack(grads)
 
 
 # -- how distribute= splits them -----------------------------------------------------------
@@ -213,14 +218,18 @@ def _example_split(name, compute, model, args, options):
 
 # -- the specs ---------------------------------------------------------------------------
 
-STACKED_JACOBIAN = Spec("stacked_jacobian", _jacobian, split=_jacobian_split)
+STACKED_JACOBIAN = Spec("stacked_jacobian", _jacobian, split=_jacobian_split,
+                        flatten=_flat.jacobian)
 PER_ELEMENT_GRADIENTS = Spec("per_element_gradients", _per_element)
-BATCH_JACOBIAN = Spec("batch_jacobian", _batch_jacobian, split=_sample_split)
+BATCH_JACOBIAN = Spec("batch_jacobian", _batch_jacobian, split=_sample_split, samples=True,
+                      flatten=_flat.batch_jacobian)
 PER_EXAMPLE_GRADIENTS = Spec("per_example_gradients", _per_example, split=_example_split,
-                             prepare=_example_inputs, tensor_target=False, bind_sources=True)
+                             prepare=_example_inputs, tensor_target=False, bind_sources=True,
+                             value="own", samples=True)
 HESSIAN = Spec("hessian", _hessian, split=_hessian_split, pieces=STACKED_JACOBIAN,
-               needs_callable="the replicas differentiate it twice")
-BATCH_HESSIAN = Spec("batch_hessian", _batch_hessian, split=_sample_split)
-JVP = Spec("jvp", _jvp)
-VJP = Spec("vjp", _vjp)
+               needs_callable="the replicas differentiate it twice", flatten=_flat.hessian)
+BATCH_HESSIAN = Spec("batch_hessian", _batch_hessian, split=_sample_split, samples=True,
+                     flatten=_flat.batch_hessian)
+JVP = Spec("jvp", _jvp, value="outputs")
+VJP = Spec("vjp", _vjp, value="outputs")
 HVP = Spec("hvp", _hvp)

@@ -8,7 +8,7 @@ import contextlib
 import logging
 import re
 
-from compat_grads import _cost, dispatch
+from compat_grads import _cost, _value, dispatch
 from compat_grads import _structure as st
 from compat_grads._errors import (
     DerivativeError,
@@ -168,7 +168,8 @@ def _stack_with(fn, count, like, vectorize: bool, chunk, one_by_one=False, separ
     def body(i):
         graph = tf.compat.v1.get_default_graph()
         known = len(graph.get_operations())
-        outs = fn(i)
+        with _value.in_rows():  # the value of has_aux= / return_value= is not in here
+            outs = fn(i)
         if not one_by_one:
             _refuse_python(graph.get_operations()[known:])
         # Connectivity is structural, so recording it while tracing the body is exact.

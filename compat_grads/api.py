@@ -8,13 +8,17 @@ from compat_grads._options import MAX_BYTES
 from compat_grads._tf import tf
 from compat_grads._types import Nest, Strategy, Target, TensorLike, Unconnected
 
+__all__ = ["batch_hessian", "batch_jacobian", "hessian", "hvp", "jvp", "per_element_gradients",
+           "per_example_gradients", "stacked_jacobian", "vjp"]
+
 
 @_call.public
 def stacked_jacobian(target: Target, sources: Nest, *, tape: tf.GradientTape | None = None,
                      strategy: Strategy = "auto", unconnected_gradients: Unconnected = "none",
                      chunk_size: int | None = None, max_bytes: int | None = MAX_BYTES,
                      compile: bool = True, jit_compile: bool = False, distribute=None,
-                     gather: bool = True) -> Nest:
+                     gather: bool = True,
+                     has_aux: bool = False, return_value: bool = False, flat: bool = False) -> Nest:
     """The full Jacobian of `target` with respect to each source.
 
     Shape: `J[k].shape == y.shape + x_k.shape`, `J[k][i..., j...] = d y[i...] / d x_k[j...]`.
@@ -44,6 +48,9 @@ def stacked_jacobian(target: Target, sources: Nest, *, tape: tf.GradientTape | N
         (False): the strategy's per-replica values, or a list with one result per device,
         each block holding the piece's rows `[rows] + x.shape` (or its columns,
         `y.shape + [columns]`).
+      {has_aux}
+      {return_value}
+      {flat_jacobian}
 
     Returns:
       The blocks in the structure of `sources`, each with its source's dtype.
@@ -76,14 +83,16 @@ def stacked_jacobian(target: Target, sources: Nest, *, tape: tf.GradientTape | N
     return _call.run(_specs.STACKED_JACOBIAN, target, (sources,), compile=compile,
                      jit_compile=jit_compile, tape=tape, strategy=strategy,
                      chunk_size=chunk_size, unconnected_gradients=unconnected_gradients,
-                     max_bytes=max_bytes, distribute=distribute, gather=gather)
+                     max_bytes=max_bytes, distribute=distribute, gather=gather,
+                     has_aux=has_aux, return_value=return_value, flat=flat)
 
 
 @_call.public
 def per_element_gradients(target: Target, sources: Nest, *,
                           tape: tf.GradientTape | None = None,
                           unconnected_gradients: Unconnected = "none", compile: bool = True,
-                          jit_compile: bool = False) -> Nest:
+                          jit_compile: bool = False,
+                          has_aux: bool = False, return_value: bool = False) -> Nest:
     """dy/dx with the shape of `y`: the Jacobian summed over each source's axes.
 
     Shape: `G[k].shape == y.shape`, `G[k][i...] = sum_j d y[i...] / d x_k[j...]` (`J_k·1`).
@@ -97,6 +106,8 @@ def per_element_gradients(target: Target, sources: Nest, *,
       {unconnected_gradients}
       {compile}
       {jit_compile}
+      {has_aux}
+      {return_value}
 
     Returns:
       One `y`-shaped tensor per source, in the structure of `sources`, in the source's dtype.
@@ -123,7 +134,8 @@ def per_element_gradients(target: Target, sources: Nest, *,
     """
     return _call.run(_specs.PER_ELEMENT_GRADIENTS, target, (sources,), compile=compile,
                      jit_compile=jit_compile, tape=tape,
-                     unconnected_gradients=unconnected_gradients)
+                     unconnected_gradients=unconnected_gradients,
+                     has_aux=has_aux, return_value=return_value)
 
 
 @_call.public
@@ -132,7 +144,8 @@ def batch_jacobian(target: Target, source: TensorLike, *,
                    unconnected_gradients: Unconnected = "none", independent: bool = True,
                    chunk_size: int | None = None, max_bytes: int | None = MAX_BYTES,
                    compile: bool = True, jit_compile: bool = False, distribute=None,
-                   gather: bool = True) -> tf.Tensor | None:
+                   gather: bool = True, has_aux: bool = False, return_value: bool = False,
+                   flat: bool = False) -> tf.Tensor | None:
     """Per-sample Jacobians of a batched target with respect to a batched source.
 
     Shape: `[b] + y.shape[1:] + x.shape[1:]`, `B[s, i..., j...] = d y[s, i...] / d x[s, j...]`.
@@ -160,6 +173,9 @@ def batch_jacobian(target: Target, source: TensorLike, *,
         computes the Jacobians of its share). Needs a callable target and independent=True.
         {devices}
       {gather}
+      {has_aux}
+      {return_value}
+      {flat_batch_jacobian}
 
     Returns:
       The per-sample Jacobians, in the source's dtype (None if unconnected and "none").
@@ -184,7 +200,8 @@ def batch_jacobian(target: Target, source: TensorLike, *,
                      jit_compile=jit_compile, tape=tape, strategy=strategy,
                      chunk_size=chunk_size, unconnected_gradients=unconnected_gradients,
                      independent=independent, max_bytes=max_bytes, distribute=distribute,
-                     gather=gather)
+                     gather=gather,
+                     has_aux=has_aux, return_value=return_value, flat=flat)
 
 
 @_call.public
@@ -193,7 +210,8 @@ def per_example_gradients(loss_fn, model, x, y, *, weights: Nest = None,
                           unconnected_gradients: Unconnected = "none",
                           chunk_size: int | None = None, max_bytes: int | None = MAX_BYTES,
                           compile: bool = True, jit_compile: bool = False, distribute=None,
-                          gather: bool = True) -> Nest:
+                          gather: bool = True,
+                          return_value: bool = False) -> Nest:
     """Per-example gradients of a loss with respect to a model's weights.
 
     Shape: `G[k].shape == [b] + w_k.shape`, `G[k][s] = d loss_s / d w_k`, where
@@ -230,6 +248,7 @@ def per_example_gradients(loss_fn, model, x, y, *, weights: Nest = None,
         computes its share's gradients). Needs independent=True.
         {devices}
       {gather}
+      {return_value_losses}
 
     Returns:
       The per-example gradients in the structure of `weights`, each in its weight's dtype.
@@ -265,131 +284,13 @@ def per_example_gradients(loss_fn, model, x, y, *, weights: Nest = None,
                      jit_compile=jit_compile, loss_fn=loss_fn, independent=independent,
                      strategy=strategy, unconnected_gradients=unconnected_gradients,
                      chunk_size=chunk_size, max_bytes=max_bytes, distribute=distribute,
-                     gather=gather)
+                     gather=gather,
+                     return_value=return_value)
 
 
 @_call.public
-def hessian(target: Target, sources: Nest, *, strategy: Strategy = "auto",
-            unconnected_gradients: Unconnected = "none", chunk_size: int | None = None,
-            max_bytes: int | None = MAX_BYTES, compile: bool = True,
-            jit_compile: bool = False, distribute=None, gather: bool = True) -> Nest:
-    """Second derivatives of `target`, cross terms between sources included.
-
-    Shape: `H[i][j].shape == y.shape + x_i.shape + x_j.shape`, i.e. `x.shape + x.shape` for a
-    scalar target and one source; `H[i][j][a..., b..., c...] = d² y[a...] / d x_i[b...]
-    d x_j[c...]`. For a nest of sources the result is a nest of nests (blocks by row source,
-    then column source).
-
-    Computed as the Jacobian of the gradient: forward-over-reverse when a callable runs in
-    eager mode, reverse-over-reverse in graphs ("auto"); "forward", "reverse" or "loop" pick
-    the outer direction. A non-scalar target is one loop over (target element, source
-    element) pairs, never a loop inside a loop.
-
-    Args:
-      target: a callable `f(sources) -> y` (every mode), or the tensor `y` in a graph or
-        `tf.function` (an eager tensor cannot be differentiated twice after the fact).
-      sources: a tensor, a variable, or a list / tuple / dict nest of them.
-      strategy: "auto", "forward", "reverse" or "loop" (the outer Jacobian's direction).
-      unconnected_gradients: "none" gives None for a block whose sources do not reach the
-        gradient; "zero" gives zeros.
-      {chunk_size}
-      {max_bytes}
-      {compile}
-      {jit_compile}
-      distribute: a `tf.distribute.Strategy` whose replicas share the rows (of the target's
-        first Jacobian, flattened). Needs a callable target.
-        {devices}
-      {gather}
-
-    Returns:
-      The blocks, in the structure of `sources` nested in itself, each in the dtype of its
-      column source.
-
-    Raises:
-      compat_grads.ModeError: for an eager tensor target or a tape.
-      TypeError, ValueError: as `stacked_jacobian` (a Hessian larger than `max_bytes` too).
-
-    Example:
-      >>> import compat_grads as cg
-      >>> x = tf.constant([1.0, 2.0])
-      >>> cg.hessian(lambda x: x[0] ** 2 * x[1], x).numpy()
-      array([[4., 2.],
-             [2., 0.]], dtype=float32)
-
-    Migrating from TF1:
-      Before: `tf.hessians(y, x)` (graph only, one row at a time, no cross terms between
-      sources). After: `cg.hessian(y, x)` in graphs, `cg.hessian(f, x)` everywhere.
-    """
-    return _call.run(_specs.HESSIAN, target, (sources,), compile=compile,
-                     jit_compile=jit_compile, strategy=strategy, chunk_size=chunk_size,
-                     unconnected_gradients=unconnected_gradients, max_bytes=max_bytes,
-                     distribute=distribute, gather=gather)
-
-
-@_call.public
-def batch_hessian(target: Target, source: TensorLike, *, strategy: Strategy = "auto",
-                  unconnected_gradients: Unconnected = "none", independent: bool = True,
-                  chunk_size: int | None = None, max_bytes: int | None = MAX_BYTES,
-                  compile: bool = True, jit_compile: bool = False, distribute=None,
-                  gather: bool = True) -> tf.Tensor | None:
-    """Per-sample Hessians of per-sample scalars.
-
-    Shape: `[b] + x.shape[1:] + x.shape[1:]`, `B[s, i..., j...] = d² y[s] / d x[s, i...]
-    d x[s, j...]`, for a target of shape `(b,)` or `(b, 1)`.
-
-    With `independent=True` (the default) it is the batch Jacobian of the batch-summed
-    gradient: O(d) passes for d features per sample, not O(b·d). That assumes samples do not
-    interact (`y[s]` depends on `x[s]` only); with BatchNorm in training mode, attention
-    across the batch or any other coupling the result silently includes cross-sample terms.
-    `independent=False` takes the exact per-sample blocks of the full Hessian instead:
-    correct for coupled samples, at O(b·d) passes and O(b³·d²) memory.
-
-    Args:
-      target: a callable `f(x) -> y` (every mode), or the tensor `y` in a graph or
-        `tf.function`.
-      source: one batched tensor or variable `x`.
-      strategy: "auto", "forward", "reverse" or "loop", as in `hessian`.
-      {unconnected_gradients}
-      independent: whether samples are independent (see above).
-      {chunk_size}
-      {max_bytes}
-      {compile}
-      {jit_compile}
-      distribute: a `tf.distribute.Strategy` whose replicas share the samples (each
-        computes the Hessians of its share). Needs a callable target and independent=True.
-        {devices}
-      {gather}
-
-    Returns:
-      The per-sample Hessians in the source's dtype (None if unconnected and "none").
-
-    Raises:
-      ValueError: if the target is not one scalar per sample, batch sizes differ (checked
-        at run time when unknown while building the graph), or the Hessians would take
-        more than `max_bytes`.
-      compat_grads.ModeError: for an eager tensor target or a tape.
-      TypeError: as `stacked_jacobian`.
-
-    Example:
-      >>> import compat_grads as cg
-      >>> xy = tf.constant([[-6.0, -3.0], [1.0, 8.0]])
-      >>> f = lambda xy: 3 * xy[:, 0] ** 2 * xy[:, 1] + xy[:, 1] ** 2
-      >>> cg.batch_hessian(f, xy).numpy()[1]  # [[6y, 6x], [6x, 2]] at x=1, y=8
-      array([[48.,  6.],
-             [ 6.,  2.]], dtype=float32)
-
-    Migrating from TF1:
-      Before: nested tapes and `tape.batch_jacobian`, or `tf.hessians(tf.reduce_sum(y), x)`
-      (mixes samples). After: `cg.batch_hessian(f, x)`.
-    """
-    return _call.run(_specs.BATCH_HESSIAN, target, (source,), compile=compile,
-                     jit_compile=jit_compile, strategy=strategy, chunk_size=chunk_size,
-                     unconnected_gradients=unconnected_gradients, independent=independent,
-                     max_bytes=max_bytes, distribute=distribute, gather=gather)
-
-
-@_call.public
-def jvp(f, primals: Nest, tangents: Nest, *, compile: bool = True, jit_compile: bool = False):
+def jvp(f, primals: Nest, tangents: Nest, *, compile: bool = True, jit_compile: bool = False,
+        has_aux: bool = False):
     """Forward mode: the outputs of `f` and their directional derivative along `tangents`.
 
     Shape: `(f(primals), J·tangents)`, the second with the structure and shapes of the
@@ -403,6 +304,7 @@ def jvp(f, primals: Nest, tangents: Nest, *, compile: bool = True, jit_compile: 
       tangents: the direction, with the structure, shapes and dtypes of `primals`.
       {compile}
       {jit_compile}
+      {has_aux_transform}
 
     Returns:
       `(outputs, output_tangents)`; an output that does not depend on the primals gets a
@@ -424,12 +326,14 @@ def jvp(f, primals: Nest, tangents: Nest, *, compile: bool = True, jit_compile: 
       Before: `g = tf.gradients(y, x, grad_ys=u); tf.gradients(g, u, grad_ys=v)` with a
       placeholder u. After: `cg.jvp(f, x, v)`.
     """
-    return _call.run(_specs.JVP, f, (primals, tangents), compile=compile, jit_compile=jit_compile)
+    return _call.run(_specs.JVP, f, (primals, tangents), compile=compile,
+                     jit_compile=jit_compile, has_aux=has_aux)
 
 
 @_call.public
 def vjp(f, primals: Nest, cotangents: Nest, *, compile: bool = True,
-        jit_compile: bool = False):
+        jit_compile: bool = False,
+        has_aux: bool = False):
     """Reverse mode: the outputs of `f` and the cotangents pulled back to the primals.
 
     Shape: `(f(primals), cotangentsᵀ·J)`, the second with the structure and shapes of
@@ -441,6 +345,7 @@ def vjp(f, primals: Nest, cotangents: Nest, *, compile: bool = True,
       cotangents: with the structure and shapes of the outputs of `f`.
       {compile}
       {jit_compile}
+      {has_aux_transform}
 
     Returns:
       `(outputs, gradients)`; a primal the outputs do not depend on gets zeros.
@@ -458,40 +363,10 @@ def vjp(f, primals: Nest, cotangents: Nest, *, compile: bool = True,
     Migrating from TF1:
       Before: `tf.gradients(y, x, grad_ys=u)`. After: `cg.vjp(f, x, u)` in every mode.
     """
-    return _call.run(_specs.VJP, f, (primals, cotangents), compile=compile, jit_compile=jit_compile)
+    return _call.run(_specs.VJP, f, (primals, cotangents), compile=compile,
+                     jit_compile=jit_compile, has_aux=has_aux)
 
 
-@_call.public
-def hvp(f, primals: Nest, vector: Nest, *, compile: bool = True,
-        jit_compile: bool = False) -> Nest:
-    """Hessian-vector product `H·v` of a scalar `f`, without building the Hessian.
-
-    Shape: the structure and shapes of `primals`; `(H·v)[i] = sum_j H[i][j]·v[j]`. Computed
-    as the JVP of the gradient along `vector` (forward-over-reverse): the cost of about two
-    gradients, whatever the number of parameters.
-
-    Args:
-      f: a callable `f(primals) -> scalar`.
-      primals: a tensor, a variable, or a list / tuple / dict nest of them.
-      vector: with the structure, shapes and dtypes of `primals`.
-      {compile}
-      {jit_compile}
-
-    Returns:
-      `H·v` in the structure of `primals` (zeros for primals that do not reach the gradient).
-
-    Raises:
-      ValueError: when `f` does not return a scalar.
-      TypeError: when `vector` does not match `primals`.
-
-    Example:
-      >>> import compat_grads as cg
-      >>> x = tf.constant([1.0, 2.0])
-      >>> cg.hvp(lambda x: x[0] ** 2 * x[1], x, tf.constant([1.0, 0.0])).numpy()
-      array([4., 2.], dtype=float32)
-
-    Migrating from TF1:
-      Before: `tf.gradients(tf.reduce_sum(tf.gradients(f, x)[0] * v), x)`. After:
-      `cg.hvp(f, x, v)`.
-    """
-    return _call.run(_specs.HVP, f, (primals, vector), compile=compile, jit_compile=jit_compile)
+# The second-order functions live in their own module (this one would pass 500 lines): they
+# are part of this module's public names all the same.
+from compat_grads._api_second_order import batch_hessian, hessian, hvp  # noqa: E402

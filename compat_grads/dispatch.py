@@ -15,6 +15,7 @@ from compat_grads._models import is_keras3
 from compat_grads._structure import Problem, eager_tensor_error, graph_of, leaf_paths
 from compat_grads._tf import tf
 from compat_grads._types import Mode
+from compat_grads._value import Capture
 from compat_grads.backends.graph import GraphBackend
 from compat_grads.backends.tape import TapeBackend
 
@@ -78,6 +79,8 @@ def backend_for(problem: Problem, order: int = 1):
 
 def check_model_mode(function: str, model) -> None:
     """Keras 3 has no graph mode: refuse a Keras 3 model in a TF1 graph or v1 Graph."""
+    if isinstance(model, Capture):  # has_aux= / return_value= wrap the callable
+        model = model.__wrapped__
     if model is not None and execution_mode() == GRAPH and is_keras3(model):
         raise ModeError(message(
             function, f"{type(model).__name__} is a Keras 3 object, and Keras 3 cannot run "
