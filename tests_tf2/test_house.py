@@ -115,10 +115,21 @@ def test_only_the_shim_asks_the_mode():
     assert askers == {"compat_grads.dispatch"}
 
 
+API_MODULES = ("api.py", "_api_second_order.py")
+"""The public functions' modules: `api` and the second-order family it re-exports."""
+
+
 def _public_functions():
-    tree = ast.parse((PACKAGE / "api.py").read_text())
-    return [node for node in tree.body
+    return [node for module in API_MODULES
+            for node in ast.parse((PACKAGE / module).read_text()).body
             if isinstance(node, ast.FunctionDef) and not node.name.startswith("_")]
+
+
+def test_api_exports_every_public_function():
+    import compat_grads.api as api
+
+    assert sorted(api.__all__) == sorted(node.name for node in _public_functions())
+    assert all(callable(getattr(api, name)) for name in api.__all__)
 
 
 def test_api_has_only_public_functions_each_a_short_body():

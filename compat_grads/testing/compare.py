@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from compat_grads._tf import tf
-from compat_grads.testing import oracle, tolerances
+from compat_grads.testing import matrix, oracle, tolerances
 from compat_grads.testing.routes import backend_of
 
 
@@ -27,16 +27,16 @@ def against_oracle(item, route, result):
                 if not item.case.may_fall_back]
     if result.structure_error:
         problems.append(f"result does not mirror the sources: {result.structure_error}")
-    want = oracle.expected(item.case, item.function, item.unconnected, item.independent)
+    want = expected(item, route)
     if len(want) != len(result.values):
-        return problems + [f"{len(result.values)} results for {len(want)} sources"], float("nan")
+        return problems + [f"{len(result.values)} results for {len(want)} expected"], \
+            float("nan")
     worst = 0.0
     dtype = np.dtype(tf.as_dtype(item.case.dtype).as_numpy_dtype)
-    # jvp's results and vjp's first one are target-shaped: they carry the target's dtype.
-    first_source_leaf = {"jvp": len(want), "vjp": 1}.get(item.function, 0)
-    for k, (got, ref, static) in enumerate(zip(result.values, want, result.static_shapes)):
+    for k, ((ref, of_source), got, static) in enumerate(zip(want, result.values,
+                                                            result.static_shapes)):
         problems += _leaf_problems(k, got, ref, static)
-        if got is not None and k >= first_source_leaf and got.dtype != dtype:
+        if got is not None and of_source and got.dtype != dtype:
             problems.append(f"result {k} has dtype {got.dtype}, expected the source's {dtype}")
         if got is not None and ref is not None and np.shape(got) == ref.shape:
             worst = max(worst, tolerances.scaled_error(got, ref))
@@ -44,6 +44,47 @@ def against_oracle(item, route, result):
     if worst > limit:
         problems.append(f"error vs oracle {worst:.3g} > tolerance {limit:g}")
     return problems, worst
+
+
+def expected(item, route) -> list:
+    """What `item` must return on `route`, flattened as the result is: `(array or None,
+    whether it has the source's dtype)` per leaf. The value `y` (the numpy function in
+    float64) and the aux `y + y` come first (jvp's and vjp's aux last), then the derivative
+    (`oracle.expected`, joined into one matrix for a flat item)."""
+    case, function = item.case, item.function
+    derivative = oracle.expected(case, function, item.unconnected, item.independent)
+    if item.flat:
+        derivative = [_flat(item, derivative)]
+    sources, consts = case.inputs()
+    value = np.asarray(case.numpy_fn(sources, consts), np.float64)
+    aux = [(2.0 * value, False)] if matrix.callable_route(route) else []
+    if function in ("jvp", "vjp"):
+        outputs, products = derivative[0], derivative[1:]
+        return [(outputs, False)] + [(p, function == "vjp") for p in products] + aux
+    return [(value, False)] + aux + [(d, True) for d in derivative]
+
+
+def _flat(item, blocks):
+    """The oracle's blocks as the one matrix of `flat=True` (`compat_grads._flat`)."""
+    sources, consts = item.case.inputs()
+    y = np.asarray(item.case.numpy_fn(sources, consts))
+    shapes = [np.shape(x) for x in tf.nest.flatten(sources)]
+    sizes = [int(np.prod(s)) for s in shapes]
+    if item.function in ("batch_jacobian", "batch_hessian"):
+        b, n = shapes[0][0], sizes[0] // shapes[0][0]
+        m = n if item.function == "batch_hessian" else y.size // b
+        block = blocks[0]
+        return np.zeros((b, m, n)) if block is None else block.reshape(b, m, n)
+    m, count = y.size, len(shapes)
+    if item.function == "stacked_jacobian":
+        return np.concatenate([np.zeros((m, n)) if b is None else b.reshape(m, n)
+                               for b, n in zip(blocks, sizes)], axis=1)
+    rows = [np.concatenate([np.zeros((m, sizes[i], n_j)) if b is None else
+                            b.reshape(m, sizes[i], n_j)
+                            for b, n_j in zip(blocks[i * count:(i + 1) * count], sizes)], axis=2)
+            for i in range(count)]
+    matrix_ = np.concatenate(rows, axis=1)
+    return matrix_.reshape(matrix_.shape[1:]) if y.ndim == 0 else matrix_
 
 
 def _error_problems(result, name):
@@ -87,7 +128,9 @@ def between(item, route_a, result_a, route_b, result_b, bitwise=True):
     same = bitwise and same_algorithm(item, route_a, route_b)
     limit = tolerances.SAME_ALGORITHM if same else tolerances.TOLERANCE[_precision(item)]
     problems, worst = [], 0.0
-    for k, (a, b) in enumerate(zip(result_a.values, result_b.values)):
+    values_a = matrix.without_aux(item.function, route_a, result_a.values)
+    values_b = matrix.without_aux(item.function, route_b, result_b.values)
+    for k, (a, b) in enumerate(zip(values_a, values_b)):
         if (a is None) != (b is None) or np.shape(a) != np.shape(b):
             problems.append(f"result {k}: {route_a} and {route_b} disagree on shape/None")
             continue

@@ -19,11 +19,44 @@ TRANSFORMS = ("jvp", "vjp", "hvp")
 FUNCTIONS = FIRST_ORDER + SECOND_ORDER + TRANSFORMS
 _WITH_STRATEGY = ("stacked_jacobian", "batch_jacobian", "hessian", "batch_hessian")
 _BATCH = ("batch_jacobian", "batch_hessian")
+FLAT = _WITH_STRATEGY
+"""The functions with `flat=True`: every other of their items (by case and strategy) runs
+flat, so each case, route and strategy meets both forms."""
+CALLABLE_KINDS = ("callable", "uncompiled")
+"""The route kinds whose target is a callable: there every item runs with has_aux=True."""
+
+
+def with_aux(build):
+    """The callable target of a matrix item with has_aux=True: `(y, {"twice": y + y})`
+    (doubling is exact in every float dtype, so the oracle of aux is twice the value's)."""
+    def target(sources):
+        y = build(sources)
+        return y, {"twice": y + y}
+    return target
+
+
+def callable_route(route: str) -> bool:
+    return route.rsplit(".", 1)[-1] in CALLABLE_KINDS
+
+
+def without_aux(function: str, route: str, values: list) -> list:
+    """A route's flat result values without the aux (which tensor routes do not return), so
+    every route's results line up: the value, then the derivative."""
+    if not callable_route(route):
+        return values
+    at = len(values) - 1 if function in ("jvp", "vjp") else 1
+    return values[:at] + values[at + 1:]
 
 
 @dataclasses.dataclass(frozen=True)
 class Item:
-    """One call to check: `function(case, strategy=..., unconnected_gradients=...)`."""
+    """One call to check: `function(case, strategy=..., unconnected_gradients=...)`.
+
+    Every call returns the value with the derivative (`return_value=True`) and, with a
+    callable target, the aux too (`has_aux=True`, `with_aux`): the value and aux are checked
+    against the oracle like the derivative. jvp and vjp have outputs already and take
+    `has_aux` only. `flat`: the derivative as one matrix (`flat=True`).
+    """
 
     case: Case
     function: str
@@ -31,12 +64,14 @@ class Item:
     unconnected: str = "none"
     independent: bool = True
     chunk_size: int | None = None
+    flat: bool = False
 
     @property
     def id(self) -> str:
         parts = [self.case.name, self.function, self.strategy, self.unconnected,
                  "" if self.independent else "exact",
-                 "" if self.chunk_size is None else f"chunk{self.chunk_size}"]
+                 "" if self.chunk_size is None else f"chunk{self.chunk_size}",
+                 "flat" if self.flat else ""]
         return "-".join(p for p in parts if p and p != "none")
 
     def __str__(self):
@@ -61,23 +96,32 @@ class Item:
                 return error
         return None
 
-    def structure(self, sources):
-        """The structure the result must have."""
-        if self.function == "hessian":
-            return _nest_of_nests(sources)
-        if self.function == "jvp":
-            return (0, 0)
-        if self.function == "vjp":
-            return (0, sources)
-        return sources
+    def structure(self, sources, with_aux: bool):
+        """The structure the result must have (`with_aux`: a callable target's)."""
+        aux = {"twice": 0}
+        if self.function in ("jvp", "vjp"):
+            return (0, 0 if self.function == "jvp" else sources, aux)
+        derivative = 0 if self.flat else (
+            _nest_of_nests(sources) if self.function == "hessian" else sources)
+        return ((0, aux) if with_aux else 0), derivative
 
     def call(self, target, sources, tape=None, compile=True):
         function = getattr(cg, self.function)
-        if self.function in TRANSFORMS:
+        has_aux = callable(target) and not tf.is_tensor(target)
+        if has_aux:
+            target = with_aux(target)
+        if self.function in ("jvp", "vjp"):
             tangents, cotangent = self.case.direction_tensors()
             return function(target, sources, cotangent if self.function == "vjp" else tangents,
-                            compile=compile)
-        kwargs = {"unconnected_gradients": self.unconnected, "compile": compile}
+                            compile=compile, has_aux=True)
+        if self.function == "hvp":
+            tangents, _ = self.case.direction_tensors()
+            return function(target, sources, tangents, compile=compile, has_aux=True,
+                            return_value=True)
+        kwargs = {"unconnected_gradients": self.unconnected, "compile": compile,
+                  "has_aux": has_aux, "return_value": True}
+        if self.flat:
+            kwargs["flat"] = True
         if self.chunk_size is not None:
             kwargs["chunk_size"] = self.chunk_size
         if self.function not in SECOND_ORDER:
@@ -128,9 +172,13 @@ def _variants(case: Case, function: str):
 
 def items(pattern: str | None = None) -> list:
     """All matrix items, or those whose id matches the glob / substring `pattern`."""
-    return select([Item(case, function, s, u, independent, chunk)
-                   for case in CASES for function in _functions(case)
+    return select([Item(case, function, s, u, independent, chunk, _flat(c, function, s))
+                   for c, case in enumerate(CASES) for function in _functions(case)
                    for s, u, independent, chunk in _variants(case, function)], pattern)
+
+
+def _flat(case_index: int, function: str, strategy: str | None) -> bool:
+    return function in FLAT and (case_index + STRATEGIES.index(strategy)) % 2 == 1
 
 
 def select(all_items: list, pattern: str | None) -> list:
@@ -145,7 +193,8 @@ def select(all_items: list, pattern: str | None) -> list:
 
 
 QUICK_RULE = ("every case, every function with every strategy, both unconnected modes, "
-              "chunk_size and independent=False at least once, each on every route")
+              "chunk_size, independent=False and flat=True at least once, each on every "
+              "route")
 
 
 def quick(selected: list) -> list:
@@ -187,6 +236,8 @@ def _coverage(item: Item) -> set:
         keys |= {("chunked", f), ("chunked", item.strategy)}
     if not item.independent:
         keys.add(("independent=False", f))
+    if item.flat:
+        keys |= {("flat", f), ("flat", item.strategy)}
     return keys
 
 

@@ -17,6 +17,7 @@ import warnings
 import numpy as np
 
 from compat_grads._tf import tf
+from compat_grads.testing.matrix import CALLABLE_KINDS
 from compat_grads.testing.modes import EAGER, FUNCTION, TF1, V1_GRAPH, canonical
 from compat_grads.testing.modes import route as route_id
 
@@ -121,9 +122,9 @@ def _shape(case, value):
     return shape
 
 
-def _structure_error(item, out, sources):
+def _structure_error(item, kind, out, sources):
     try:
-        tf.nest.assert_same_structure(out, item.structure(sources))
+        tf.nest.assert_same_structure(out, item.structure(sources, kind in CALLABLE_KINDS))
     except (TypeError, ValueError) as err:
         return str(err)
     return None
@@ -134,8 +135,8 @@ def _static(out):
             for t in tf.nest.flatten(out)]
 
 
-def _result(item, out, sources, values, static_shapes):
-    return Result(values, static_shapes, _structure_error(item, out, sources))
+def _result(item, kind, out, sources, values, static_shapes):
+    return Result(values, static_shapes, _structure_error(item, kind, out, sources))
 
 
 def _run_graph(item, kind):
@@ -162,7 +163,7 @@ def _run_graph(item, kind):
             session.run(tf.compat.v1.global_variables_initializer())
             values = session.run([t for t in flat if t is not None], feeds)
     values = iter(values)
-    return _result(item, out, xs, [None if t is None else next(values) for t in flat],
+    return _result(item, kind, out, xs, [None if t is None else next(values) for t in flat],
                    _static(out))
 
 
@@ -177,7 +178,7 @@ def _run_function(item, kind):
     def body(xs, cs):
         xs = case.repeated(xs)
         out = _invoke(item, kind, xs, cs)
-        traced.update(static=_static(out), structure=_structure_error(item, out, xs))
+        traced.update(static=_static(out), structure=_structure_error(item, kind, out, xs))
         return out
 
     if case.variables or kind == "captured":
@@ -202,5 +203,5 @@ def _run_eager(item, kind):
     cs = {k: tf.constant(v, dtype) for k, v in consts.items()}
     out = _invoke(item, kind, xs, cs)
     flat = tf.nest.flatten(out)
-    return _result(item, out, xs, [None if t is None else t.numpy() for t in flat],
+    return _result(item, kind, out, xs, [None if t is None else t.numpy() for t in flat],
                    _static(out))
