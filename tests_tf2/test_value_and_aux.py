@@ -11,116 +11,42 @@ import pytest
 import tensorflow as tf
 
 import compat_grads as cg
+from compat_grads.testing.value_checks import (
+    CASES,
+    IDS,
+    TRANSFORMS,
+    Counted,
+    X,
+    assert_graph_builds_f_no_extra_time,
+    assert_same,
+    call,
+    mlp,
+    options,
+    parts,
+    per_sample,
+    scalar,
+)
 
-RNG = np.random.RandomState(3)
-X = RNG.randn(4, 3).astype(np.float32)
-W = RNG.randn(3, 3).astype(np.float32)
-
-
-def _mlp(x):
-    return tf.tanh(tf.matmul(x, tf.constant(W)))
-
-
-def _per_sample(x):
-    return tf.reduce_sum(tf.sin(x) ** 3, axis=1)
-
-
-def _scalar(x):
-    return tf.reduce_sum(tf.sin(x) ** 3)
-
-
-# function, target, extra positional arguments, options it takes, strategies
-CALLS = [
-    ("stacked_jacobian", _mlp, (), ("auto", "reverse", "forward", "loop")),
-    ("per_element_gradients", _mlp, (), (None,)),
-    ("batch_jacobian", _mlp, (), ("auto", "reverse", "forward", "loop")),
-    ("hessian", _scalar, (), ("auto", "reverse", "forward", "loop")),
-    ("batch_hessian", _per_sample, (), ("auto", "reverse", "forward", "loop")),
-    ("hvp", _scalar, (X,), (None,)),
-    ("jvp", _mlp, (X,), (None,)),
-    ("vjp", _mlp, (np.ones((4, 3), np.float32),), (None,)),
-]
-TRANSFORMS = ("jvp", "vjp")
-CASES = [(name, f, extra, s) for name, f, extra, strategies in CALLS for s in strategies]
-IDS = [f"{name}-{s}" if s else name for name, _, _, s in CASES]
-
-
-class Counted:
-    """A target that counts its Python calls and names its ops `counted_f/...`."""
-
-    def __init__(self, f, aux=False):
-        self.f, self.aux, self.calls = f, aux, 0
-
-    def __call__(self, x):
-        self.calls += 1
-        with tf.name_scope("counted_f"):
-            y = self.f(x)
-        return (y, {"twice": 2.0 * y, "first": tf.reshape(y, [-1])[:1]}) if self.aux else y
-
-
-def _call(name, f, extra, strategy, x, **options):
-    kwargs = dict(options)
-    if strategy is not None:
-        kwargs["strategy"] = strategy
-    if name in TRANSFORMS:
-        kwargs.pop("return_value", None)
-    return getattr(cg, name)(f, x, *[tf.constant(e) for e in extra], **kwargs)
-
-
-def _options(name):
-    return {"has_aux": True} if name in TRANSFORMS else {"has_aux": True, "return_value": True}
-
-
-def _parts(name, result):
-    """(value, aux, derivative) of a result with has_aux (and return_value)."""
-    if name in TRANSFORMS:
-        outputs, products, aux = result
-        return outputs, aux, products
-    (value, aux), derivative = result
-    return value, aux, derivative
-
-
-def _assert_same(a, b):
-    for u, v in zip(tf.nest.flatten(a), tf.nest.flatten(b)):
-        np.testing.assert_array_equal(np.asarray(u), np.asarray(v))
+RNG = np.random.RandomState(4)
 
 
 @pytest.mark.parametrize(("name", "f", "extra", "strategy"), CASES, ids=IDS)
 def test_eager_uncompiled_calls_f_no_extra_time(name, f, extra, strategy):
     plain, valued = Counted(f), Counted(f, aux=True)
     x = tf.constant(X)
-    expected = _call(name, plain, extra, strategy, x, compile=False)
-    result = _call(name, valued, extra, strategy, x, compile=False, **_options(name))
-    value, aux, derivative = _parts(name, result)
+    expected = call(name, plain, extra, strategy, x, compile=False)
+    result = call(name, valued, extra, strategy, x, compile=False, **options(name))
+    value, aux, derivative = parts(name, result)
     assert valued.calls == plain.calls
-    _assert_same(derivative, expected[1] if name in TRANSFORMS else expected)
+    assert_same(derivative, expected[1] if name in TRANSFORMS else expected)
     np.testing.assert_allclose(value.numpy(), f(x).numpy(), rtol=1e-6, atol=1e-6)
     np.testing.assert_array_equal(aux["twice"].numpy(), 2.0 * value.numpy())
     np.testing.assert_array_equal(aux["first"].numpy(), value.numpy().reshape(-1)[:1])
 
 
-def _ops_of_f(graph):
-    return sum("counted_f" in op.name for op in graph.get_operations())
-
-
 @pytest.mark.parametrize(("name", "f", "extra", "strategy"), CASES, ids=IDS)
 def test_graph_builds_f_no_extra_time(name, f, extra, strategy):
-    counts, results = [], []
-    for valued in (False, True):
-        graph = tf.Graph()
-        with graph.as_default():
-            target = Counted(f, aux=valued)
-            x = tf.compat.v1.placeholder(tf.float32, X.shape)
-            out = _call(name, target, extra, strategy, x,
-                        **(_options(name) if valued else {}))
-            counts.append((_ops_of_f(graph), target.calls))
-            with tf.compat.v1.Session(graph=graph) as session:
-                results.append(session.run(out, {x: X}))
-    assert counts[1] == counts[0]
-    value, aux, derivative = _parts(name, results[1])
-    _assert_same(derivative, results[0][1] if name in TRANSFORMS else results[0])
-    np.testing.assert_allclose(value, f(tf.constant(X)).numpy(), rtol=1e-6, atol=1e-6)
-    np.testing.assert_array_equal(aux["twice"], 2.0 * value)
+    assert_graph_builds_f_no_extra_time(name, f, extra, strategy)
 
 
 @pytest.mark.parametrize(("name", "f", "extra", "strategy"), CASES[::3], ids=IDS[::3])
@@ -128,15 +54,15 @@ def test_compiled_traces_f_once_and_keys_the_cache_on_the_options(name, f, extra
     cg.clear_cache()
     x = tf.constant(X)
     target = Counted(f, aux=True)
-    first = _call(name, target, extra, strategy, x, **_options(name))
-    again = _call(name, target, extra, strategy, x, **_options(name))
+    first = call(name, target, extra, strategy, x, **options(name))
+    again = call(name, target, extra, strategy, x, **options(name))
     assert target.calls == 1  # one trace, cached: the value cost no second trace
-    _assert_same(first, again)
+    assert_same(first, again)
     # The same callable with has_aux=False would be the pair itself: another cache entry,
     # never the has_aux one, so the plain call fails clearly instead of returning a pair.
     plain = Counted(f)
-    derivative = _call(name, plain, extra, strategy, x)
-    _assert_same(_parts(name, first)[2], derivative[1] if name in TRANSFORMS else derivative)
+    derivative = call(name, plain, extra, strategy, x)
+    assert_same(parts(name, first)[2], derivative[1] if name in TRANSFORMS else derivative)
 
 
 def test_tensor_target_with_return_value_returns_the_target_itself():
@@ -182,19 +108,19 @@ def test_has_aux_with_f_that_returns_no_pair_says_what_it_got(returned, shown, c
 def test_the_options_are_bools(option):
     with pytest.raises(TypeError, match=rf"hessian: {option} must be a bool \(True or False\), "
                                         r"but got str 'yes'"):
-        cg.hessian(_scalar, tf.constant(X), **{option: "yes"})
+        cg.hessian(scalar, tf.constant(X), **{option: "yes"})
 
 
 def test_chunk_size_keeps_the_value_and_aux():
     x = tf.constant(X)
     for strategy in ("reverse", "forward", "loop"):
-        target = Counted(_mlp, aux=True)
+        target = Counted(mlp, aux=True)
         (value, aux), jacobian = cg.stacked_jacobian(target, x, strategy=strategy, chunk_size=5,
                                                      has_aux=True, return_value=True,
                                                      compile=False)
-        np.testing.assert_allclose(value.numpy(), _mlp(x).numpy(), rtol=1e-6)
-        _assert_same(jacobian, cg.stacked_jacobian(_mlp, x, strategy=strategy, compile=False))
-        _assert_same(aux["twice"], 2.0 * value)
+        np.testing.assert_allclose(value.numpy(), mlp(x).numpy(), rtol=1e-6)
+        assert_same(jacobian, cg.stacked_jacobian(mlp, x, strategy=strategy, compile=False))
+        assert_same(aux["twice"], 2.0 * value)
 
 
 @functools.cache
@@ -206,7 +132,7 @@ def _mirrored():
 @pytest.mark.parametrize("name", ["stacked_jacobian", "hessian", "batch_jacobian",
                                   "batch_hessian"])
 def test_distribute_joins_the_value_and_aux(name, distribute):
-    f = {"hessian": _scalar, "batch_hessian": _per_sample}.get(name, _mlp)
+    f = {"hessian": scalar, "batch_hessian": per_sample}.get(name, mlp)
     x = tf.constant(X)
     split = _mirrored() if distribute == "mirrored" else ["/cpu:0", "/cpu:1"]
     target = Counted(f, aux=True)
@@ -223,13 +149,13 @@ def test_distribute_joins_the_value_and_aux(name, distribute):
 def test_distribute_over_samples_needs_aux_with_a_batch_axis():
     with pytest.raises(ValueError, match=r"batch_jacobian: with distribute= each replica "
                                          r"computes the aux of its own samples.* rank 0"):
-        cg.batch_jacobian(lambda x: (_mlp(x), tf.reduce_sum(x)), tf.constant(X),
+        cg.batch_jacobian(lambda x: (mlp(x), tf.reduce_sum(x)), tf.constant(X),
                           has_aux=True, distribute=_mirrored())
 
 
 def test_flat_needs_gather():
     with pytest.raises(ValueError, match=r"stacked_jacobian: flat=True needs gather=True"):
-        cg.stacked_jacobian(_mlp, tf.constant(X), flat=True, distribute=_mirrored(),
+        cg.stacked_jacobian(mlp, tf.constant(X), flat=True, distribute=_mirrored(),
                             gather=False)
 
 
@@ -245,7 +171,7 @@ def test_per_example_gradients_return_the_losses_of_the_same_pass():
                                                      independent=independent,
                                                      compile=compile)
             np.testing.assert_allclose(losses.numpy(), expected, rtol=1e-6)
-            _assert_same(grads, cg.per_example_gradients(loss, model, x, y,
+            assert_same(grads, cg.per_example_gradients(loss, model, x, y,
                                                          independent=independent,
                                                          compile=compile))
     losses, _ = cg.per_example_gradients(loss, model, x, y, return_value=True,
@@ -295,11 +221,11 @@ def test_flat_keeps_every_static_dimension_with_an_unknown_batch():
 
     @tf.function(input_signature=[tf.TensorSpec([None, 3])])
     def traced(x):
-        shapes["batch_jacobian"] = cg.batch_jacobian(_mlp, x, flat=True).shape
-        shapes["batch_hessian"] = cg.batch_hessian(_per_sample, x, flat=True).shape
-        shapes["stacked_jacobian"] = cg.stacked_jacobian(_mlp, x, flat=True).shape
-        shapes["hessian"] = cg.hessian(_scalar, x, flat=True).shape
-        return cg.batch_jacobian(_mlp, x, flat=True)
+        shapes["batch_jacobian"] = cg.batch_jacobian(mlp, x, flat=True).shape
+        shapes["batch_hessian"] = cg.batch_hessian(per_sample, x, flat=True).shape
+        shapes["stacked_jacobian"] = cg.stacked_jacobian(mlp, x, flat=True).shape
+        shapes["hessian"] = cg.hessian(scalar, x, flat=True).shape
+        return cg.batch_jacobian(mlp, x, flat=True)
 
     out = traced(tf.constant(X))
     assert shapes["batch_jacobian"].as_list() == [None, 3, 3]
@@ -307,7 +233,7 @@ def test_flat_keeps_every_static_dimension_with_an_unknown_batch():
     assert shapes["stacked_jacobian"].as_list() == [None, None]  # size(y) = 3 b, unknown
     assert shapes["hessian"].as_list() == [None, None]
     np.testing.assert_array_equal(out.numpy(),
-                                  cg.batch_jacobian(_mlp, tf.constant(X)).numpy())
+                                  cg.batch_jacobian(mlp, tf.constant(X)).numpy())
 
 
 def test_flat_keeps_the_static_column_count_of_a_tf1_graph():

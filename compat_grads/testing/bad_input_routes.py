@@ -79,6 +79,11 @@ TAKES = {
     "chunk_size": MATERIALISING,
     "max_bytes": MATERIALISING,
     "unconnected_gradients": MATERIALISING + ("per_element_gradients",),
+    "has_aux": ("stacked_jacobian", "per_element_gradients", "batch_jacobian", "hessian",
+                "batch_hessian", "jvp", "vjp", "hvp"),
+    "return_value": ("stacked_jacobian", "per_element_gradients", "batch_jacobian",
+                     "per_example_gradients", "hessian", "batch_hessian", "hvp"),
+    "flat": ("stacked_jacobian", "batch_jacobian", "hessian", "batch_hessian"),
 }
 
 
@@ -179,6 +184,16 @@ def product(name):
     return function
 
 
+def target_of(name):
+    """The target `standard` differentiates with the public function `name`."""
+    return {"hessian": cube_sum, "batch_hessian": row_cube_sum, "hvp": cube_sum}.get(name,
+                                                                                   square)
+
+
+def takes_tensor(route) -> bool:
+    return _target_of(route) in ("tensor", "tape")
+
+
 def standard(name, route, x, variable=None, **options):
     """A valid call of the public function `name` on the route, with `options` added."""
     if name == "per_example_gradients":
@@ -188,8 +203,7 @@ def standard(name, route, x, variable=None, **options):
         return cg.per_example_gradients(lambda y_true, y_pred: (y_true - y_pred) ** 2,
                                         lambda v: tf.matmul(v, w), x, x[:, :1], weights=[w],
                                         **options)
-    f = {"hessian": cube_sum, "batch_hessian": row_cube_sum, "hvp": cube_sum}.get(name, square)
-    return call(route, product(name), f, x, **options)
+    return call(route, product(name), target_of(name), x, **options)
 
 
 def jacobian_of_elementwise(derivative):

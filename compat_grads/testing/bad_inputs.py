@@ -52,6 +52,12 @@ BAD_OPTIONS = [  # id, option, value, error, what the message says it got, the f
     ("max-bytes-string", "max_bytes", "16GB", TypeError, r"str '16GB'",
      r"Pass the most memory", True),
     ("max-bytes-negative", "max_bytes", -1, ValueError, r"got -1", r"at least 1", False),
+    ("has-aux-as-string", "has_aux", "True", TypeError, r"str 'True'",
+     r"Pass has_aux=True or has_aux=False", False),
+    ("return-value-as-int", "return_value", 1, TypeError, r"int 1",
+     r"Pass return_value=True or return_value=False", False),
+    ("flat-as-string", "flat", "yes", TypeError, r"str 'yes'",
+     r"Pass flat=True or flat=False", True),
 ]
 _IN_TF1 = ("batch_jacobian", "batch_hessian")
 """The functions the TF1 suite runs the bad options of."""
@@ -82,6 +88,37 @@ def _returns_none():
                                                               r.forgot_return, x),
                            Error(TypeError, name, (r"the callable target returned None",
                                                    r"return")), r.CALLABLE + tf1)
+
+
+def _value_options():
+    """has_aux= needs a callable that returns a pair; flat= one dtype for all sources."""
+    for name in r.TAKES["has_aux"]:
+        tf1 = r.TF1_BOTH if name == "batch_jacobian" else ()
+        tensor_routes = [route for route in (*r.routes_of(name), *tf1) if r.takes_tensor(route)]
+        if tensor_routes:
+            yield BadInput("has_aux=True with a tensor target", f"has-aux-tensor-{name}",
+                           lambda route, x, name=name: r.call(
+                               route, r.product(name), r.target_of(name), x, has_aux=True),
+                           Error(TypeError, name, (r"has_aux=True needs a callable target",
+                                                   r"but target is", r"Pass the callable")),
+                           tuple(tensor_routes))
+        yield BadInput("has_aux=True with a callable that returns no pair",
+                       f"has-aux-no-pair-{name}",
+                       lambda route, x, name=name: r.call(route, r.product(name),
+                                                          r.target_of(name), x, has_aux=True),
+                       Error(TypeError, name, (r"with has_aux=True the callable must return "
+                                               r"a pair \(y, aux\)", r"but it returned",
+                                               r"Return `y, aux`")),
+                       (*r.CALLABLE, *(r.TF1_BOTH[:1] if tf1 else ())))
+    for name in ("stacked_jacobian", "hessian"):  # the batch functions take one source
+        yield BadInput("flat=True with sources of two dtypes", f"flat-mixed-dtypes-{name}",
+                       lambda route, x, name=name: r.call(
+                           route, getattr(cg, name),
+                           lambda s: r.target_of(name)(s[0] * tf.cast(s[1], tf.float32)), x,
+                           sources=[x, tf.cast(x, tf.float64)], flat=True),
+                       Error(TypeError, name, (r"flat=True joins every block into one matrix",
+                                               r"float32, float64", r"Cast the sources")),
+                       r.CALLABLE)
 
 
 def _unknown_rank():
@@ -395,9 +432,10 @@ def _tapes_and_third_order():
                    r.CALLABLE + r.GRAPH_TENSOR + r.TF1_BOTH)
 
 
-TABLE = (*_options(), *_returns_none(), *_unknown_rank(), *_composites(), *_foreign_graphs(),
-         *_memory(), *_dtypes(), *_shapes(), *_nan_and_inf(), *_integer_valued_ops(),
-         *_python_ops(), *_repeated(), *_closures_and_variables(), *_tapes_and_third_order())
+TABLE = (*_options(), *_returns_none(), *_value_options(), *_unknown_rank(), *_composites(),
+         *_foreign_graphs(), *_memory(), *_dtypes(), *_shapes(), *_nan_and_inf(),
+         *_integer_valued_ops(), *_python_ops(), *_repeated(), *_closures_and_variables(),
+         *_tapes_and_third_order())
 """Every kind of bad or unusual input the two suites share, on the routes it runs on."""
 
 
