@@ -83,8 +83,8 @@ def check_derivatives(f: Callable, primals, *, order: int = 1,
       seed: the seed of the random directions of jvp, vjp and hvp.
 
     Returns:
-      A `DerivativeReport`: one row per (function, mode, strategy), failing rows first;
-      `.ok`, `.assert_ok()`, `.to_dict()`, and `str()` for the table.
+      A `DerivativeReport`: one row per (function, mode, strategy), failing rows first,
+      with its ok property, its assert_ok and to_dict methods, and str() for the table.
 
     Raises:
       TypeError, ValueError: for arguments that cannot be checked: f not callable, or
