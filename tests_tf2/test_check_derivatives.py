@@ -54,6 +54,11 @@ def numpy_inside(x):
     return tf.constant(x.numpy()) * x
 
 
+def python_inside(x):
+    """A tf.py_function: XLA cannot compile it, the other modes run it."""
+    return x * tf.py_function(lambda: tf.constant(2.0, tf.float64), [], tf.float64)
+
+
 def float32_weights(x):
     """Cannot run in float64 (a float32 constant inside): differences in float32."""
     return tf.tanh(tf.matmul(x, tf.constant([[0.5, -1.0], [2.0, 0.25]], tf.float32)))
@@ -200,6 +205,14 @@ def test_a_function_that_cannot_run_in_a_mode_is_a_failing_row():
     assert row.shape is None and row.max_abs_error is None
 
 
+def test_a_call_that_fails_at_run_time_fails_its_own_rows_only():
+    # XLA fails when the compiled function runs: each call then runs alone to tell which
+    report = check_derivatives(python_inside, np.array([1.0, 2.0]), modes=["xla", "eager"],
+                               functions=["jvp", "vjp"])
+    assert {(r.mode, r.ok) for r in report.rows} == {("xla", False), ("eager", True)}
+    assert all("InvalidArgumentError" in r.reason for r in report.failing)
+
+
 # --- the tf1 mode and f that the worker cannot import ----------------------------------
 
 
@@ -265,6 +278,8 @@ BAD = [
     ("None", dict(f=_returns_none), TypeError, "its first call returned None"),
     ("int output", dict(f=_returns_int), TypeError, "f must return a float tensor, but its "
                                                     "first call returned EagerTensor"),
+    ("numpy output", dict(f=lambda x: np.ones(2)), TypeError, "f must return one float "
+     "tensor (of TensorFlow ops, to be differentiated), but its first call returned ndarray"),
     ("shape", dict(f=_changes_shape), ValueError, "f returned shape (2,) on its first call "
                                                   "and (4,) on its second"),
     ("rtol", dict(rtol=-1.0), ValueError, "rtol must be None or a number >= 0.0, got -1.0"),
@@ -281,6 +296,14 @@ def test_bad_input_is_a_clear_error_naming_the_argument(options, error, text):
             "modes", ["eager"]), **arguments)
     message = str(raised.value)
     assert message.startswith("compat_grads.testing.check_derivatives: ") and text in message
+
+
+def test_a_graph_tensor_has_no_value_to_check_at():
+    with tf.Graph().as_default():
+        placeholder = tf.compat.v1.placeholder(tf.float32, [2])
+    with pytest.raises(TypeError, match=r"but primals\[1\] is SymbolicTensor|but primals\[1\] "
+                                        r"is Tensor"):
+        check_derivatives(smooth, [ONES, placeholder], modes="eager")
 
 
 def test_a_graph_caller_is_a_mode_error():

@@ -70,8 +70,8 @@ def check_derivatives(f: Callable, primals, *, order: int = 1,
         independent samples, so they run only when named).
       modes: among "tf1" (a TF1 graph in the TF1 worker process), "v1_graph" (a
         `tf.Graph` in this process), "function" (`tf.function`), "eager" (`compile=False`)
-        and "xla" (`jit_compile=True`); default all, "tf1" left out with a note when f is
-        not importable.
+        and "xla" (a `tf.function` with `jit_compile=True`, the graph `jit_compile=True`
+        compiles); default all, "tf1" left out with a note when f is not importable.
       strategies: among "auto", "reverse", "forward", "loop" (default all), for the
         functions that take `strategy=`.
       rtol, atol: override the tolerances: `|route - differences| <= atol * max(1,
@@ -98,10 +98,10 @@ def check_derivatives(f: Callable, primals, *, order: int = 1,
             NAME, "it runs f eagerly here and in graphs of its own, but this code runs in a "
             "graph (v2 behaviour disabled, or inside tf.Graph().as_default())",
             "Call check_derivatives from TF2 code; the tf1 mode gets a TF1 process of its own"))
-    problem = checked(f, primals, order, functions, modes, strategies)
     rtol, atol = (checked_number(n, v) for n, v in (("rtol", rtol), ("atol", atol)))
     eps = checked_number("eps", eps, strict=True)
     rng = np.random.default_rng(checked_number("seed", seed, integer=True))
+    problem = checked(f, primals, order, functions, modes, strategies)
     calls = _calls(problem, rng)
     differences, evaluated_in = _differences(problem, eps)
     results = _results(problem, calls)

@@ -94,9 +94,10 @@ def _array(leaf):
     if isinstance(leaf, tf.Variable):
         leaf = leaf.read_value()
     if tf.is_tensor(leaf):
-        if not hasattr(leaf, "numpy") or not tf.executing_eagerly():
+        try:
+            leaf = leaf.numpy()
+        except Exception:  # a graph tensor (or a Keras symbolic one) has no value
             return None
-        leaf = leaf.numpy()
     if not isinstance(leaf, (np.ndarray, np.generic)):
         return None
     array = np.asarray(leaf)
@@ -116,13 +117,12 @@ def output(f, nest) -> np.ndarray:
 
 def _one_output(f, nest, call) -> np.ndarray:
     y = f(tf.nest.map_structure(tf.constant, nest))
-    if y is None or isinstance(y, (dict, list, tuple)) or not (
-            tf.is_tensor(y) or isinstance(y, (np.ndarray, np.generic))):
+    if not tf.is_tensor(y):
         raise TypeError(message(
-            NAME, f"f must return one float tensor, but its {call} call returned "
-            f"{describe(y) if y is not None else 'None'}",
+            NAME, f"f must return one float tensor (of TensorFlow ops, to be differentiated), "
+            f"but its {call} call returned {describe(y) if y is not None else 'None'}",
             "Return the tensor to differentiate (one output per check)"))
-    value = np.asarray(y.numpy() if tf.is_tensor(y) else y)
+    value = np.asarray(y.numpy())
     if value.dtype.kind != "f" and value.dtype.name != "bfloat16":
         raise TypeError(message(
             NAME, f"f must return a float tensor, but its {call} call returned "
