@@ -103,8 +103,9 @@ def check_derivatives(f: Callable, primals, *, order: int = 1,
     rng = np.random.default_rng(checked_number("seed", seed, integer=True))
     problem = checked(f, primals, order, functions, modes, strategies)
     calls = _calls(problem, rng)
+    tf1 = _in_tf1_worker(problem, calls) if _modes.TF1 in problem.modes else None
     differences, evaluated_in = _differences(problem, eps)
-    results = _results(problem, calls)
+    results = _results(problem, calls, tf1)
     rows = []
     for function in problem.functions:
         mine = [c for c in calls if c.function == function]
@@ -132,11 +133,10 @@ def _calls(problem: Problem, rng) -> list:
                              else [NO_STRATEGY])]
 
 
-def _results(problem: Problem, calls) -> dict:
-    """{mode: {call key: leaves or error line}}; the TF1 worker runs beside this process."""
-    results, tf1 = {}, None
-    if _modes.TF1 in problem.modes:
-        tf1 = _in_tf1_worker(problem, calls)
+def _results(problem: Problem, calls, tf1) -> dict:
+    """{mode: {call key: leaves or error line}}; `tf1` is the (thread, result) of the TF1
+    worker's share, which runs beside this process's."""
+    results = {}
     for mode in problem.modes:
         if mode != _modes.TF1:
             results[mode], notes = run_mode(mode, problem.f, problem.primals, calls)
