@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and
         vjp,
     )
     from compat_grads.dispatch import execution_mode
+    from compat_grads.testing.derivative_check import check_derivatives
 
 __version__ = "0.1.0"
 
@@ -32,6 +33,7 @@ _LAZY = {
     **dict.fromkeys(("batch_hessian", "batch_jacobian", "hessian", "hvp", "jvp",
                      "per_element_gradients", "per_example_gradients", "stacked_jacobian",
                      "vjp"), "compat_grads.api"),
+    "check_derivatives": "compat_grads.testing",  # loads compat_grads.testing on first use
     "clear_cache": "compat_grads._compile",
     "execution_mode": "compat_grads.dispatch",
 }
@@ -42,6 +44,7 @@ __all__ = [
     "VectorizationWarning",
     "batch_hessian",
     "batch_jacobian",
+    "check_derivatives",
     "clear_cache",
     "execution_mode",
     "hessian",

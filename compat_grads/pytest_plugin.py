@@ -10,6 +10,9 @@ Fixtures:
     worker process started once per pytest session.
   cg_compare: `compat_grads.testing.compare_port(...)` that fails the test with the report's
     table unless the port agrees; returns the report.
+  cg_check: `cg_check(f, primals, order=1, **options)`:
+    `compat_grads.testing.check_derivatives` that fails the test with the report's table
+    unless every route agrees with the finite differences; returns the report.
 
 This module imports no TensorFlow: only the fixtures do, when a test uses them. The mode
 names are `compat_grads.testing.modes.MODES`, which loads without TensorFlow.
@@ -98,6 +101,20 @@ def cg_compare():
         report.assert_ok()
         return report
     return compare
+
+
+@pytest.fixture
+def cg_check():
+    """`cg_check(f, primals, order=1, **options)`: `check_derivatives` that fails the test
+    with the report's table unless every row is ok, and returns the report."""
+    from compat_grads.testing import check_derivatives
+
+    def check(f, primals, order=1, **options):
+        __tracebackhide__ = True
+        report = check_derivatives(f, primals, order=order, **options)
+        report.assert_ok()
+        return report
+    return check
 
 
 def pytest_unconfigure(config):

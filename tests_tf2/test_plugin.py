@@ -92,6 +92,28 @@ def test_cg_compare_port(cg_compare):
 
 def test_cg_compare_lost_stop_gradient(cg_compare):
     cg_compare(legacy_double, lambda x: x * 3.0, {"x": np.ones(3, np.float32)}, wrt=["x"])
+
+
+def cubed(x):
+    return tf.reduce_sum(x ** 3)
+
+
+@tf.custom_gradient
+def halved(x):
+    def grad(upstream):
+        return upstream * 0.25  # should be 0.5
+    return x * 0.5, grad
+
+
+def test_cg_check_passes(cg_check):
+    report = cg_check(cubed, np.array([1.0, 2.0], np.float32), order=2,
+                      modes=["tf1", "eager"], strategies="reverse")
+    assert report.ok and {row.mode for row in report.rows} == {"tf1", "eager"}
+
+
+def test_cg_check_fails_with_the_report(cg_check):
+    cg_check(halved, np.ones(3, np.float32), functions="stacked_jacobian", modes="tf1",
+             strategies="reverse")
 '''
 
 
@@ -163,6 +185,15 @@ def test_cg_compare_passes_a_port_and_fails_with_the_report(user_run):
     assert outcomes["test_cg_compare_lost_stop_gradient"] == "FAILED"
     assert "compare_port(test_user.legacy_double): 1 of 2 rows differ" in output
     assert "values differ at [0, 0]: 2.0 vs 3.0 (legacy vs ported; 3 of 9 elements)" in output
+
+
+def test_cg_check_passes_a_right_derivative_and_fails_a_wrong_one_with_the_report(user_run):
+    _, outcomes, output = user_run
+    assert outcomes["test_cg_check_passes"] == "PASSED", output
+    assert outcomes["test_cg_check_fails_with_the_report"] == "FAILED"
+    assert "check_derivatives(test_user.halved, order=1): 1 of 1 rows fail" in output
+    assert ("tf1 (strategy=reverse) disagrees with finite differences at [0, 0]: 0.25 vs 0.5 "
+            "(3 of 9 elements)") in output
 
 
 NARROWED = '''

@@ -1,5 +1,5 @@
-"""Testing: `compare_port` for users' ports, and the shared test matrix (cases, oracle,
-routes and checks) for both suites and the CLI.
+"""Testing: `compare_port` for users' ports, `check_derivatives` for their own functions,
+and the shared test matrix (cases, oracle, routes and checks) for both suites and the CLI.
 
 The names below load on first use, so `compat_grads.testing.modes` (the mode spellings the
 pytest plugin reads at start-up) imports without TensorFlow.
@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and IDEs
     from compat_grads.testing.cases import CASES, Case
+    from compat_grads.testing.derivative_check import check_derivatives
+    from compat_grads.testing.derivative_report import DerivativeReport, DerivativeRow
     from compat_grads.testing.matrix import Item, items
     from compat_grads.testing.port import DERIVATIVES, PORT_MODES, compare_port
     from compat_grads.testing.port_report import PortReport, PortRow
@@ -21,6 +23,9 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and
 _LAZY = {
     **dict.fromkeys(("CASES", "Case"), "compat_grads.testing.cases"),
     **dict.fromkeys(("Item", "items"), "compat_grads.testing.matrix"),
+    "check_derivatives": "compat_grads.testing.derivative_check",
+    **dict.fromkeys(("DerivativeReport", "DerivativeRow"),
+                    "compat_grads.testing.derivative_report"),
     **dict.fromkeys(("DERIVATIVES", "PORT_MODES", "compare_port"), "compat_grads.testing.port"),
     **dict.fromkeys(("PortReport", "PortRow"), "compat_grads.testing.port_report"),
     **dict.fromkeys(("TF1_ROUTES", "TF2_ROUTES", "Result", "run"),
@@ -28,9 +33,9 @@ _LAZY = {
     "PORT_TOLERANCE": "compat_grads.testing.tolerances",
 }
 
-__all__ = ["CASES", "DERIVATIVES", "PORT_MODES", "PORT_TOLERANCE", "Case", "Item",
-           "PortReport", "PortRow", "Result", "TF1_ROUTES", "TF2_ROUTES", "compare_port",
-           "items", "run"]
+__all__ = ["CASES", "DERIVATIVES", "PORT_MODES", "PORT_TOLERANCE", "Case", "DerivativeReport",
+           "DerivativeRow", "Item", "PortReport", "PortRow", "Result", "TF1_ROUTES",
+           "TF2_ROUTES", "check_derivatives", "compare_port", "items", "run"]
 
 
 def __getattr__(name: str):

@@ -21,6 +21,10 @@ V1_GRAPH = "v1_graph"
 FUNCTION = "function"
 EAGER = "eager"
 MODES = (TF1, V1_GRAPH, FUNCTION, EAGER)
+XLA = "xla"
+"""`check_derivatives` only: eager calls with `jit_compile=True` (XLA). Not in `MODES`: the
+plugin's `tf_mode` and the matrix's routes do not run it."""
+DERIVATIVE_MODES = (TF1, V1_GRAPH, FUNCTION, EAGER, XLA)
 
 ALIASES = {"v1graph": V1_GRAPH}
 """Older spellings still accepted where users type them (`compat-grads check -k`)."""

@@ -63,52 +63,79 @@ def unit(shape, index) -> np.ndarray:
     return direction
 
 
-def _central_differences(case, sources, consts):
-    fn, blocks = case.numpy_fn, []
-    for k, x in enumerate(_flatten(sources)):
-        x = np.asarray(x, np.float64)
-        y_shape = np.shape(fn(sources, consts))
-        block = np.zeros((int(np.prod(y_shape)), x.size))
+def steps(x, base) -> np.ndarray:
+    """The difference step of each element of `x`: `base * max(1, |x_j|)`, so that a step
+    moves a large value by the same relative amount as a small one."""
+    return base * np.maximum(1.0, np.abs(np.asarray(x, np.float64)))
 
-        def evaluate(moved, k=k):  # a repeated source moves with its every occurrence
-            return fn(_moved(case, sources, k, moved), consts)
+
+def difference_jacobian(evaluate, flat, step=_STEP) -> list:
+    """The blocks `y.shape + x_k.shape` of the Jacobian of `evaluate` by float64 central
+    differences, one per array of `flat`; `evaluate(k, x_k)` is the output with array k
+    moved to `x_k` (the others where they are). `step` is the base of `steps`."""
+    blocks = []
+    for k, x in enumerate(flat):
+        x = np.asarray(x, np.float64)
+        y_shape = np.shape(evaluate(k, x))
+        block, h = np.zeros((int(np.prod(y_shape)), x.size)), steps(x, step)
         for j in range(x.size):
-            step = _STEP * max(1.0, abs(x.flat[j]))
-            block[:, j] = central_difference(evaluate, x, unit(x.shape, j), step).reshape(-1)
+            block[:, j] = central_difference(lambda moved, k=k: evaluate(k, moved), x,
+                                             unit(x.shape, j), h.flat[j]).reshape(-1)
         blocks.append(block.reshape(y_shape + x.shape))
     return blocks
 
 
-def _second_differences(case, sources, consts):
-    """H[i][j] = y.shape + x_i.shape + x_j.shape by second-order central differences."""
-    fn = case.numpy_fn
-    flat = [np.asarray(x, np.float64) for x in _flatten(sources)]
-    y_shape = np.shape(fn(sources, consts))
+def _central_differences(case, sources, consts):
+    def evaluate(k, moved):  # a repeated source moves with its every occurrence
+        return case.numpy_fn(_moved(case, sources, k, moved), consts)
+    return difference_jacobian(evaluate, _flatten(sources))
+
+
+def _shift(moved, k, index, step):
+    moved[k].flat[index] += step
+
+
+def difference_hessian(evaluate, flat, step=_SECOND_STEP, shift=_shift) -> list:
+    """H[i][j] = `y.shape + x_i.shape + x_j.shape` by float64 second-order central
+    differences of `evaluate(arrays) -> y`, at the arrays `flat`. `shift(arrays, k, index,
+    step)` moves element `index` of array k in place (by default that element alone);
+    `step` is the base of `steps`. It costs 4 evaluations per pair of elements."""
+    flat = [np.asarray(x, np.float64) for x in flat]
+    y_shape = np.shape(evaluate([x.copy() for x in flat]))
 
     def at(moves):
         moved = [x.copy() for x in flat]
-        for k, index, step in moves:
-            for same in case.group(k):  # a repeated source moves with its every occurrence
-                moved[same].flat[index] += step
-        nest = sources
-        for k, x in enumerate(moved):
-            nest = _replace(nest, k, x)
-        return np.asarray(fn(nest, consts), np.float64).reshape(-1)
+        for k, index, h in moves:
+            shift(moved, k, index, h)
+        return np.asarray(evaluate(moved), np.float64).reshape(-1)
 
     blocks = [[None] * len(flat) for _ in flat]
     for i, x_i in enumerate(flat):
         for j, x_j in enumerate(flat):
             block = np.zeros((int(np.prod(y_shape)), x_i.size, x_j.size))
+            h_i, h_j = steps(x_i, step), steps(x_j, step)
             for a in range(x_i.size):
-                h_a = _SECOND_STEP * max(1.0, abs(x_i.flat[a]))
                 for b in range(x_j.size):
-                    h_b = _SECOND_STEP * max(1.0, abs(x_j.flat[b]))
+                    h_a, h_b = h_i.flat[a], h_j.flat[b]
                     block[:, a, b] = (at([(i, a, h_a), (j, b, h_b)])
                                       - at([(i, a, h_a), (j, b, -h_b)])
                                       - at([(i, a, -h_a), (j, b, h_b)])
                                       + at([(i, a, -h_a), (j, b, -h_b)])) / (4 * h_a * h_b)
             blocks[i][j] = block.reshape(y_shape + x_i.shape + x_j.shape)
     return blocks
+
+
+def _second_differences(case, sources, consts):
+    def evaluate(moved):
+        nest = sources
+        for k, x in enumerate(moved):
+            nest = _replace(nest, k, x)
+        return case.numpy_fn(nest, consts)
+
+    def shift(moved, k, index, h):  # a repeated source moves with its every occurrence
+        for same in case.group(k):
+            moved[same].flat[index] += h
+    return difference_hessian(evaluate, _flatten(sources), shift=shift)
 
 
 @functools.cache

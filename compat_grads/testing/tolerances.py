@@ -55,3 +55,31 @@ def port_tolerance(dtype_a, dtype_b, rtol=None, atol=None) -> tuple:
     floats = [n for n in names if n in PORT_TOLERANCE]
     default = (PORT_TOLERANCE[min(floats, key=_PRECISION.index)] if floats else (0.0, 0.0))
     return (default[0] if rtol is None else rtol, default[1] if atol is None else atol)
+
+
+# check_derivatives: (rtol, atol) of central differences of f, by the order of the derivative
+# and the dtype f was evaluated in (float64 unless f only runs in its own dtype): a route is
+# held to the looser of this and PORT_TOLERANCE of its dtype against them, and to twice
+# PORT_TOLERANCE against the other routes (each may be off by one tolerance).
+DIFFERENCE_TOLERANCE = {
+    1: {"float64": (1e-6, 1e-6), "float32": (2e-3, 2e-3), "float16": (5e-2, 5e-2),
+        "bfloat16": (1e-1, 1e-1)},
+    2: {"float64": (1e-4, 1e-4), "float32": (2e-2, 2e-2), "float16": (2e-1, 2e-1),
+        "bfloat16": (3e-1, 3e-1)},
+}
+
+
+def difference_tolerance(dtype, evaluated_in, order, rtol=None, atol=None) -> tuple:
+    """(rtol, atol) for a derivative of numpy `dtype` against central differences of order
+    `order` taken in `evaluated_in`, overrides applied."""
+    port = port_tolerance(dtype, dtype)
+    table = DIFFERENCE_TOLERANCE[order][_AS_REAL.get(np.dtype(evaluated_in).name,
+                                                     np.dtype(evaluated_in).name)]
+    return (max(port[0], table[0]) if rtol is None else rtol,
+            max(port[1], table[1]) if atol is None else atol)
+
+
+def between_routes_tolerance(dtype, rtol=None, atol=None) -> tuple:
+    """(rtol, atol) for two routes' derivatives of numpy `dtype`: twice PORT_TOLERANCE."""
+    port = port_tolerance(dtype, dtype, rtol, atol)
+    return 2 * port[0], 2 * port[1]
