@@ -34,7 +34,7 @@ from compat_grads.testing.derivative_report import (
     number,
 )
 from compat_grads.testing.derivative_routes import WITH_STRATEGY, Call, graph_side, run_mode
-from compat_grads.testing.port import _one_line
+from compat_grads.testing.port import one_line
 
 _STEPS = {"float64": (1e-6, 1e-4), "float32": (4e-3, 3e-2), "float16": (1e-1, 2e-1),
           "bfloat16": (1e-1, 3e-1)}
@@ -160,7 +160,7 @@ def _in_tf1_worker(problem, calls):
                                       label=f"check_derivatives({_name(problem.f)})"))
         except Exception as error:  # the worker cannot run it: every tf1 row says why
             why = (problem.tf1_problem if problem.tf1_problem
-                   else f"the TF1 worker could not run it: {_one_line(error)}")
+                   else f"the TF1 worker could not run it: {one_line(error)}")
             result.update({call.key: why for call in calls})
 
     thread = threading.Thread(target=work, daemon=True)
@@ -182,7 +182,7 @@ def _differences(problem: Problem, eps) -> tuple:
         evaluated_in = min((x.dtype for x in problem.flat), key=lambda d: d.itemsize)
         evaluate = _evaluator(problem, None)
         problem.notes.append(
-            f"f does not run in float64 ({_one_line(error)}): the finite differences are "
+            f"f does not run in float64 ({one_line(error)}): the finite differences are "
             f"taken in {evaluated_in.name}, with DIFFERENCE_TOLERANCE for {evaluated_in.name}")
     first, second = _STEPS[evaluated_in.name]
     flat = [np.asarray(x, np.float64) for x in problem.flat]
@@ -213,7 +213,7 @@ def _expected(function, problem, differences, direction) -> list:
     if function == "per_element_gradients":
         return [j.reshape(y_shape + (-1,)).sum(-1) for j in jacobian]
     if function == "batch_jacobian":
-        return [oracle._diagonal(jacobian[0], [y_shape, x_shapes[0]])]
+        return [oracle.diagonal(jacobian[0], [y_shape, x_shapes[0]])]
     directions = [np.asarray(d, np.float64) for d in tf.nest.flatten(direction)]
     if function == "jvp":
         return [sum(np.tensordot(j, t, axes=t.ndim) for j, t in zip(jacobian, directions))]
@@ -223,7 +223,7 @@ def _expected(function, problem, differences, direction) -> list:
     if function == "hessian":
         return [block for row in hessian for block in row]
     if function == "batch_hessian":
-        return [oracle._diagonal(hessian[0][0], [y_shape, x_shapes[0], x_shapes[0]])]
+        return [oracle.diagonal(hessian[0][0], [y_shape, x_shapes[0], x_shapes[0]])]
     return [sum(np.tensordot(h, v, axes=v.ndim) for h, v in zip(row, directions))
             for row in hessian]  # hvp of a scalar f
 

@@ -14,7 +14,7 @@ from compat_grads._errors import describe, message
 from compat_grads._tf import tf
 from compat_grads.testing import modes as _modes
 from compat_grads.testing.derivative_routes import STRATEGIES
-from compat_grads.testing.port import _resolve
+from compat_grads.testing.port import resolve
 
 NAME = "testing.check_derivatives"
 FIRST_ORDER = ("stacked_jacobian", "per_element_gradients", "jvp", "vjp", "batch_jacobian")
@@ -135,7 +135,7 @@ def not_importable(f) -> str | None:
     """Why the TF1 worker, which imports f by module and qualname, cannot; None if it can."""
     module, qualname = getattr(f, "__module__", None), getattr(f, "__qualname__", "")
     if module and module != "__main__" and "<" not in qualname:
-        if _resolve(module, qualname) is f:
+        if resolve(module, qualname) is f:
             return None
     where = f"{module}.{qualname}" if module else describe(f)
     return (f"f ({where}) is not importable by module and qualname, and the TF1 worker "

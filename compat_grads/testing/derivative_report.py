@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from compat_grads.testing.port_report import _at
+from compat_grads.testing.port_report import at_index, table
 
 __all__ = ["DerivativeReport", "DerivativeRow", "compare", "NO_STRATEGY"]
 
@@ -77,7 +77,7 @@ def compare(actual: list, expected: list, labels: list, tolerance: tuple) -> dic
         index = np.unravel_index(np.argmax(excess), excess.shape)
         if excess[index] > worst_excess:
             worst_excess = float(excess[index])
-            where = _at(index) if a.ndim else "[]"
+            where = at_index(index) if a.ndim else "[]"
             found.update(worst=where if len(actual) == 1 else f"{label}: {where}",
                          got=float(a[index]), want=float(b[index]))
     found["ok"] = found["count"] == 0
@@ -140,10 +140,7 @@ _COLUMNS = ("", "function", "mode", "strategy", "shape", "max abs err", "max rel
 
 
 def _table(rows) -> list:
-    cells = [_COLUMNS, *map(_cells, rows)]
-    widths = [max(len(line[i]) for line in cells) for i in range(len(_COLUMNS) - 1)]
-    return ["  ".join([*(c.ljust(w) for c, w in zip(line, widths)), line[-1]]).rstrip()
-            for line in cells]
+    return table(_COLUMNS, [_cells(row) for row in rows])
 
 
 def _cells(row) -> tuple:

@@ -17,7 +17,7 @@ from compat_grads._errors import VectorizationWarning
 from compat_grads._tf import tf
 from compat_grads.testing import modes as _modes
 from compat_grads.testing.derivative_report import NO_STRATEGY
-from compat_grads.testing.port import _one_line
+from compat_grads.testing.port import one_line
 
 STRATEGIES = ("auto", "reverse", "forward", "loop")
 WITH_STRATEGY = ("stacked_jacobian", "batch_jacobian", "hessian", "batch_hessian")
@@ -71,7 +71,7 @@ def _each(calls, compute) -> tuple:
 
 def raised(error) -> str:
     """The reason of a row whose call raised `error`."""
-    return f"raised {_one_line(error)}"
+    return f"raised {one_line(error)}"
 
 
 def graph_side(f, primals, calls) -> dict:

@@ -183,7 +183,7 @@ def expected(case: Case, function: str, unconnected: str = "none",
                   for b, shape in zip(row, row_shapes)]
         if function == "hessian":
             return blocks
-        return [None if b is None else _diagonal(b, [y_shape, x_shapes[0], x_shapes[0]])
+        return [None if b is None else diagonal(b, [y_shape, x_shapes[0], x_shapes[0]])
                 for b in blocks]
     blocks = [_fill(b, y_shape + x, unconnected) for b, x in zip(jacobian(case), x_shapes)]
     return [None if b is None else _derive(function, b, y_shape, x)
@@ -202,11 +202,11 @@ def _derive(function, block, y_shape, x_shape):
     if function == "per_element_gradients":
         return block.reshape(y_shape + (-1,)).sum(axis=-1)
     if function == "batch_jacobian":
-        return _diagonal(block, [y_shape, x_shape])
+        return diagonal(block, [y_shape, x_shape])
     raise ValueError(f"no oracle for {function!r}")
 
 
-def _diagonal(block, shapes):
+def diagonal(block, shapes):
     """block[s, ..., s, ...] per sample s; each shape in `shapes` starts with the batch."""
     b = shapes[0][0]
     flat = block.reshape([dim for shape in shapes for dim in (b, int(np.prod(shape[1:])))])

@@ -104,7 +104,7 @@ def _check_importable(legacy) -> str:
     module, qualname = getattr(legacy, "__module__", None), getattr(legacy, "__qualname__", "")
     found = None
     if module and module != "__main__" and "<" not in qualname:
-        found = _resolve(module, qualname)
+        found = resolve(module, qualname)
     if found is not legacy:
         where = f"{module}.{qualname}" if module else describe(legacy)
         raise TypeError(message(
@@ -114,7 +114,7 @@ def _check_importable(legacy) -> str:
     return f"{module}.{qualname}"
 
 
-def _resolve(module, qualname):
+def resolve(module, qualname):
     try:
         found = importlib.import_module(module)
         for part in qualname.split("."):
@@ -265,7 +265,7 @@ def call_port(ported, tensors: dict):
 def _failed_side(legacy, error) -> dict:
     """The ported side when the port itself raised: every legacy row fails with the error."""
     keys = [*legacy["found"], *legacy["errors"]]
-    return {"found": {}, "errors": dict.fromkeys(keys, _one_line(error)), "read": set(),
+    return {"found": {}, "errors": dict.fromkeys(keys, one_line(error)), "read": set(),
             "outputs": legacy["outputs"]}
 
 
@@ -300,13 +300,13 @@ def _quantities(outputs, target, sources, derivatives, **options):
                 try:
                     result = getattr(cg, derivative)(target(path, names), chosen, **options)
                 except Exception as error:  # a finding for the report, not a crash
-                    errors.update(dict.fromkeys(keys, _one_line(error)))
+                    errors.update(dict.fromkeys(keys, one_line(error)))
                     continue
                 found.update(zip(keys, [result[n] for n in names] if at_once else [result]))
     return found, errors
 
 
-def _one_line(error) -> str:
+def one_line(error) -> str:
     """`Type: first line`; for an error raised while tracing a tf.function, whose message
     starts with "in user code:" and a traceback, its last line (the error itself)."""
     lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]

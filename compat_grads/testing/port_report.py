@@ -100,7 +100,7 @@ def compare_values(legacy, ported, rtol, atol) -> dict:
     if one_sided.any():
         index = _first(one_sided)
         side = "ported" if np.isnan(y[index]) else "legacy"
-        return {**fields, "reason": f"NaN on the {side} side only at {_at(index)}: "
+        return {**fields, "reason": f"NaN on the {side} side only at {at_index(index)}: "
                                     f"{a[index]} vs {b[index]} (legacy vs ported)"}
     finite = np.abs(np.where(np.isfinite(x), x, 0.0))
     bound = atol * max(1.0, float(finite.max(initial=0.0))) + rtol * finite
@@ -109,7 +109,7 @@ def compare_values(legacy, ported, rtol, atol) -> dict:
         return {**fields, "ok": True}
     index = np.unravel_index(np.argmax(excess), excess.shape)
     count = int((excess > 0).sum())
-    return {**fields, "reason": f"values differ at {_at(index)}: {a[index]} vs {b[index]} "
+    return {**fields, "reason": f"values differ at {at_index(index)}: {a[index]} vs {b[index]} "
                                 f"(legacy vs ported; {count} of {a.size} elements)"}
 
 
@@ -125,7 +125,7 @@ def _first(mask):
     return tuple(int(i) for i in np.argwhere(mask)[0])
 
 
-def _at(index) -> str:
+def at_index(index) -> str:
     return str([int(i) for i in index])
 
 
@@ -180,8 +180,14 @@ _COLUMNS = ("", "mode", "output", "quantity", "wrt", "legacy shape", "ported sha
 
 
 def _table(rows) -> list:
-    cells = [_COLUMNS] + [_cells(row) for row in rows]
-    widths = [max(len(line[i]) for line in cells) for i in range(len(_COLUMNS) - 1)]
+    return table(_COLUMNS, [_cells(row) for row in rows])
+
+
+def table(columns, lines) -> list:
+    """The report's text table: `columns` and the cells of each line, aligned, the last
+    column (the reason) left ragged. `DerivativeReport` shares it."""
+    cells = [columns, *lines]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(columns) - 1)]
     return ["  ".join([*(c.ljust(w) for c, w in zip(line, widths)), line[-1]]).rstrip()
             for line in cells]
 
