@@ -238,10 +238,13 @@ def _terminate_as_exit():
 
 
 def _record(item, problems, results, oracle_error, route_difference):
-    shapes = sorted({", ".join("None" if v is None else str(tuple(v.shape)) for v in r.values)
-                     for r in results.values() if not r.error})
+    from compat_grads.testing import matrix
+
+    shapes = sorted({", ".join("None" if v is None else str(tuple(v.shape)) for v in
+                               matrix.derivative_values(item.function, route, r.values))
+                     for route, r in results.items() if not r.error})
     return {"id": item.id, "case": item.case.name, "function": item.function,
-            "strategy": item.strategy, "unconnected": item.unconnected,
+            "strategy": item.strategy, "unconnected": item.unconnected, "flat": item.flat,
             "routes": sorted(results), "shapes": shapes, "oracle_error": oracle_error,
             "route_difference": route_difference, "problems": problems}
 
@@ -250,7 +253,8 @@ def _rows(records):
     rows = {}
     for rec in records:
         function = rec["function"] + (
-            "" if rec["unconnected"] == "none" else f" ({rec['unconnected']})")
+            "" if rec["unconnected"] == "none" else f" ({rec['unconnected']})") + (
+            " (flat)" if rec.get("flat") else "")
         row = rows.setdefault((rec["case"], function), {
             "case": rec["case"], "function": function, "shapes": set(),
             "route_difference": 0.0, "oracle_error": 0.0, "problems": []})

@@ -39,6 +39,13 @@ def callable_route(route: str) -> bool:
     return route.rsplit(".", 1)[-1] in CALLABLE_KINDS
 
 
+def derivative_values(function: str, route: str, values: list) -> list:
+    """A route's flat result values without the value and aux: what the function returned
+    before `return_value` and `has_aux` (jvp's and vjp's outputs included)."""
+    values = without_aux(function, route, values)
+    return values if function in ("jvp", "vjp") else values[1:]
+
+
 def without_aux(function: str, route: str, values: list) -> list:
     """A route's flat result values without the aux (which tensor routes do not return), so
     every route's results line up: the value, then the derivative."""
