@@ -50,7 +50,7 @@ def test_graph_builds_f_no_extra_time(name, f, extra, strategy):
 
 
 @pytest.mark.parametrize(("name", "f", "extra", "strategy"), CASES[::3], ids=IDS[::3])
-def test_compiled_traces_f_once_and_keys_the_cache_on_the_options(name, f, extra, strategy):
+def test_compiled_traces_f_once_per_options(name, f, extra, strategy):
     cg.clear_cache()
     x = tf.constant(X)
     target = Counted(f, aux=True)
@@ -58,11 +58,25 @@ def test_compiled_traces_f_once_and_keys_the_cache_on_the_options(name, f, extra
     again = call(name, target, extra, strategy, x, **options(name))
     assert target.calls == 1  # one trace, cached: the value cost no second trace
     assert_same(first, again)
-    # The same callable with has_aux=False would be the pair itself: another cache entry,
-    # never the has_aux one, so the plain call fails clearly instead of returning a pair.
-    plain = Counted(f)
-    derivative = call(name, plain, extra, strategy, x)
-    assert_same(parts(name, first)[2], derivative[1] if name in TRANSFORMS else derivative)
+
+
+@pytest.mark.parametrize("name", ["stacked_jacobian", "hessian", "batch_jacobian",
+                                  "batch_hessian", "hvp"])
+def test_the_compile_cache_keys_on_return_value_and_flat(name):
+    cg.clear_cache()
+    f = {"hessian": scalar, "batch_hessian": per_sample, "hvp": scalar}.get(name, mlp)
+    extra = (X,) if name == "hvp" else ()
+    x, target = tf.constant(X), Counted(f)
+    plain = call(name, target, extra, None, x)
+    value, derivative = call(name, target, extra, None, x, return_value=True)
+    assert_same(derivative, plain)
+    assert_same(value, f(x))
+    assert_same(call(name, target, extra, None, x), plain)  # not the cached pair
+    if name != "hvp":
+        flat = call(name, target, extra, None, x, flat=True)
+        assert flat.shape.rank == (3 if name.startswith("batch_") else 2)
+        np.testing.assert_array_equal(flat.numpy().ravel(), plain.numpy().ravel())
+    assert target.calls == (2 if name == "hvp" else 3)  # one trace per options
 
 
 def test_tensor_target_with_return_value_returns_the_target_itself():
