@@ -45,9 +45,13 @@ PARAGRAPHS = {
                     "pass that computes the derivative (a callable is not called again for "
                     "it; a tensor target is returned as it is). With has_aux too: "
                     "`((y, aux), derivative)`.",
+    "has_aux_model": "has_aux: the model returns a pair `(predictions, aux)`: `loss_fn` gets "
+                     "the predictions, and the aux (any nest of tensors, each with the batch "
+                     "axis first) comes from the same passes, one example's per row with "
+                     "independent=True: the result is `(gradients, aux)`.",
     "return_value_losses": "return_value: return `(losses, gradients)`: the `[b]` "
                            "per-example losses, from the same forward passes as the "
-                           "gradients.",
+                           "gradients. With has_aux too: `((losses, aux), gradients)`.",
     "flat_jacobian": "flat: return one matrix `[size(y), sum_k size(x_k)]` instead of the "
                      "blocks: the target flattened, then every source flattened and joined "
                      "in the order of `tf.nest.flatten(sources)` (zeros for an unconnected "

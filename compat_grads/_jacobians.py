@@ -120,27 +120,32 @@ def batch_jacobian_block(backend, source, how):
                    how.unconnected)
 
 
-def per_example_rows(backend, loss_of_example, count, how, with_losses=False):
+def per_example_rows(backend, loss_of_example, count, how, extras=None):
     """`[b] + w_k.shape` per source w_k: the gradient of example i's scalar loss
     `loss_of_example(i)(sources)`, stacked over the `count` examples. Each example runs
     forward and backward on its own (O(b) work in all, not the O(b²) of b one-hot VJPs
-    through the whole batch), vectorized over examples by pfor. `with_losses`: also the
-    `[b]` losses, from the same rows, as `(losses, gradients)`."""
+    through the whole batch), vectorized over examples by pfor.
+
+    `extras`: `(like, of_example)`, more outputs of each example's pass (its loss, its aux):
+    `of_example(served)` gives tensors shaped like `like` from the example's backend after
+    its gradient; they come back stacked, `[b] + like[j].shape`. Returns (gradients, those
+    stacks)."""
+    like, of_example = extras or ([], None)
+
     def row(i):
         one = backend.sibling(loss_of_example(i))
         grads = one.vjp_fn()([tf.ones_like(one.target)])
-        return [*grads, tf.reshape(one.target, [])] if with_losses else grads
+        return [*grads, *of_example(one)] if of_example else grads
 
     flat = backend.sources
     _memory.check(backend.function, how,
                   [(count, 0, _memory.total(_memory.nbytes(w) for w in flat))])
-    like = [*flat, tf.zeros([], st.dtype_of(backend.target))] if with_losses else flat
-    rows = stack(backend, row, count, like, how, rerun=row)  # each row runs its example
+    rows = stack(backend, row, count, [*flat, *like], how, rerun=row)  # each row: its example
     examples = (tf.TensorShape([count if isinstance(count, int) else None]),
                 tf.reshape(count, [1]))
     grads = [_finish(r, [examples, _shapes(w)], st.dtype_of(w), how.unconnected)
              for r, w in zip(rows, flat)]
-    return (st.reshape(rows[-1], examples[1], examples[0]), grads) if with_losses else grads
+    return grads, rows[len(flat):]
 
 
 def per_element(backend, flat, how):

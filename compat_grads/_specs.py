@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from compat_grads import _distribute, _flat, _jacobians, _models, dispatch
+from compat_grads import _distribute, _flat, _jacobians, _models, _value, dispatch
 from compat_grads import _structure as st
 from compat_grads._call import Spec
 from compat_grads._errors import describe, message
@@ -134,12 +134,18 @@ def _per_example(name, model, args, options):
             "example has one scalar loss: reverse mode is always cheaper)",
             "Drop strategy=, or pass strategy='loop' for the lowest memory."))
     count = _models.batch_size(name, x)
+    capture = _value.Capture(name, model, True) if options.has_aux else None
+    model = capture or model
     with st.after(_models.check_batches(name, x, y)):
         if options.independent:
-            losses, grads = _example_rows(name, model, weights, (x, y, count), options)
+            losses, aux, grads = _example_rows(name, model, weights, (x, y, count), options,
+                                               capture)
         else:
             losses, grads = _coupled_examples(name, model, weights, (x, y, count), options)
-    return (losses, grads) if options.return_value else grads
+            aux = capture and capture.first()[1]
+    if not options.valued:
+        return grads
+    return _value.assemble(options, losses, aux, grads)
 
 
 def _coupled_examples(name, model, weights, batch, options):
@@ -159,8 +165,10 @@ def _coupled_examples(name, model, weights, batch, options):
     return backend.target, problem.pack(blocks)
 
 
-def _example_rows(name, model, weights, batch, options):
-    """Each example forward and backward on its own, vectorized over the batch."""
+def _example_rows(name, model, weights, batch, options, capture=None):
+    """Each example forward and backward on its own, vectorized over the batch; with
+    `return_value` and `has_aux` (the model a `capture`) each example's loss and aux come
+    from its own pass. Returns (losses or None, aux or None, gradients)."""
     x, y, count = batch
 
     def loss_of_example(i):
@@ -171,10 +179,32 @@ def _example_rows(name, model, weights, batch, options):
     # for TF1 control flow before trying pfor (ops that nothing runs).
     problem = st.make_problem(name, loss_of_example(0), weights, argument="weights")
     backend = dispatch.backend_for(problem)
-    rows = _jacobians.per_example_rows(backend, loss_of_example, count, options.how,
-                                       options.return_value)
-    losses, grads = rows if options.return_value else (None, rows)
-    return losses, problem.pack(grads)
+    extras = _example_extras(name, backend, options, capture)
+    grads, stacks = _jacobians.per_example_rows(backend, loss_of_example, count, options.how,
+                                                extras)
+    losses = stacks.pop(0) if options.return_value else None
+    aux = None if capture is None else tf.nest.pack_sequence_as(capture.first()[1], stacks)
+    return losses, aux, problem.pack(grads)
+
+
+def _example_extras(name, backend, options, capture):
+    """What each example's row returns besides its gradient: its loss (`return_value`) and
+    its aux leaves without their batch axis of 1 (`has_aux`), shaped like example 0's
+    (whose forward pass the backend already built)."""
+    if not options.valued:
+        return None
+    target = backend.target  # example 0's pass, at the top: the model's first call
+    like = [tf.zeros([], st.dtype_of(target))] if options.return_value else []
+    if capture is not None:
+        _value.check_sample_aux(name, capture.first()[1], "per_example_gradients runs each "
+                                "example on its own and stacks its aux")
+        like += [tf.zeros_like(leaf[0]) for leaf in tf.nest.flatten(capture.first()[1])]
+
+    def of_example(served):
+        loss = [tf.reshape(served.target, [])] if options.return_value else []
+        aux = [] if capture is None else [leaf[0] for leaf in tf.nest.flatten(capture.last[1])]
+        return [*loss, *aux]
+    return like, of_example
 
 
 # -- how distribute= splits them -----------------------------------------------------------

@@ -45,20 +45,26 @@ class Capture:
     def __init__(self, function: str, f, has_aux: bool):
         self.function, self.__wrapped__, self.has_aux = function, f, has_aux
         self._graph, self._records = _graph(), []
+        self.last = None
+        """`(y, aux)` of the latest call, wherever it was made (a row's own pass)."""
 
     def __call__(self, *args, **kwargs):
         out = self.__wrapped__(*args, **kwargs)
         y, aux = split_aux(self.function, out) if self.has_aux else (out, None)
+        self.last = (y, aux)
         if not getattr(_STATE, "rows", 0) and _graph() is self._graph:
             self._records.append((y, aux))
         return y
 
+    def first(self):
+        """`(y, aux)` of the first usable call (None before one)."""
+        return self._records[0] if self._records else None
+
     def value(self, sources):
         """`(y, aux)` from the first usable call; `f(sources)` once more when there was
         none."""
-        if self._records:
-            return self._records[0]
-        self(sources)
+        if not self._records:
+            self(sources)
         return self._records[0]
 
 
@@ -112,17 +118,17 @@ def with_derivative(options, result, derivative):
     return (result[0], derivative) if options.return_value else (derivative, result[1])
 
 
-def check_sample_aux(function: str, aux) -> None:
-    """With `distribute=` over samples each replica's aux is joined along the batch axis:
-    each leaf must be a tensor with one."""
+def check_sample_aux(function: str, aux, why: str = "with distribute= each replica "
+                     "computes the aux of its own samples, joined along the batch axis") -> None:
+    """Aux joined or stacked per sample (`why`): each leaf must be a tensor with a batch
+    axis."""
     for leaf in tf.nest.flatten(aux):
         if leaf is None:
             continue
         if not tf.is_tensor(leaf) or leaf.shape.rank == 0:
             raise ValueError(message(
-                function, "with distribute= each replica computes the aux of its own "
-                "samples, joined along the batch axis, so every aux leaf must be a tensor "
-                f"with the batch axis first, but one is {describe(leaf)}"
+                function, f"{why}, so every aux leaf must be a tensor with the batch axis "
+                f"first, but one is {describe(leaf)}"
                 + (" of rank 0" if tf.is_tensor(leaf) else ""),
                 "Return per-sample aux (e.g. the per-sample losses, not their mean), or "
-                "compute the aux outside the distributed call."))
+                "compute the aux outside this call."))

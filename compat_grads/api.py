@@ -210,7 +210,7 @@ def per_example_gradients(loss_fn, model, x, y, *, weights: Nest = None,
                           unconnected_gradients: Unconnected = "none",
                           chunk_size: int | None = None, max_bytes: int | None = MAX_BYTES,
                           compile: bool = True, jit_compile: bool = False, distribute=None,
-                          gather: bool = True,
+                          gather: bool = True, has_aux: bool = False,
                           return_value: bool = False) -> Nest:
     """Per-example gradients of a loss with respect to a model's weights.
 
@@ -248,6 +248,7 @@ def per_example_gradients(loss_fn, model, x, y, *, weights: Nest = None,
         computes its share's gradients). Needs independent=True.
         {devices}
       {gather}
+      {has_aux_model}
       {return_value_losses}
 
     Returns:
@@ -284,8 +285,7 @@ def per_example_gradients(loss_fn, model, x, y, *, weights: Nest = None,
                      jit_compile=jit_compile, loss_fn=loss_fn, independent=independent,
                      strategy=strategy, unconnected_gradients=unconnected_gradients,
                      chunk_size=chunk_size, max_bytes=max_bytes, distribute=distribute,
-                     gather=gather,
-                     return_value=return_value)
+                     gather=gather, has_aux=has_aux, return_value=return_value)
 
 
 @_call.public

@@ -29,6 +29,6 @@ def test_matrix(item, tf1_results):
 
 def test_tf1_process_really_ran_tf1(tf1_results):
     assert set(tf1_results) == {item.id for item in ITEMS}
-    matmul = tf1_results["matmul_column-stacked_jacobian-reverse"]["tf1.tensor"]
+    matmul = tf1_results["matmul_column-stacked_jacobian-auto"]["tf1.tensor"]
     assert matmul.error is None
-    assert matmul.values[0].shape == (100, 1, 50, 1)
+    assert matmul.values[1].shape == (100, 1, 50, 1)  # after the value (return_value)

@@ -193,6 +193,49 @@ def test_per_example_gradients_return_the_losses_of_the_same_pass():
     np.testing.assert_allclose(losses.numpy(), expected, rtol=1e-6)
 
 
+class _WithActivations(tf.keras.Model):
+    """A model that returns its predictions and, as aux, its hidden activations."""
+
+    def __init__(self):
+        super().__init__()
+        self.hidden = tf.keras.layers.Dense(3, activation="tanh")
+        self.out = tf.keras.layers.Dense(2)
+
+    def call(self, x):
+        h = self.hidden(x)
+        return self.out(h), {"hidden": h}
+
+
+@pytest.mark.parametrize("independent", [True, False])
+@pytest.mark.parametrize("compile", [True, False])
+def test_per_example_gradients_has_aux_from_the_model(independent, compile):
+    tf.keras.utils.set_random_seed(1)
+    model = _WithActivations()
+    x, y = tf.constant(X), tf.constant(RNG.randn(4, 2).astype(np.float32))
+    predictions, aux_want = model(x)
+    loss = tf.keras.losses.mean_squared_error
+    (losses, aux), grads = cg.per_example_gradients(loss, model, x, y, has_aux=True,
+                                                    return_value=True, compile=compile,
+                                                    independent=independent)
+    np.testing.assert_allclose(losses.numpy(), loss(y, predictions).numpy(), rtol=1e-5)
+    np.testing.assert_allclose(aux["hidden"].numpy(), aux_want["hidden"].numpy(), rtol=1e-5,
+                               atol=1e-6)
+    plain = cg.per_example_gradients(loss, lambda v: model(v)[0], x, y,
+                                     weights=model.trainable_weights, compile=compile,
+                                     independent=independent)
+    for got, want in zip(grads, plain):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+    grads_only, aux_only = cg.per_example_gradients(loss, model, x, y, has_aux=True,
+                                                    compile=compile, independent=independent)
+    assert_same(aux_only, aux)
+    if independent and compile:  # each replica's examples, joined along the batch axis
+        (losses_d, aux_d), _ = cg.per_example_gradients(loss, model, x, y, has_aux=True,
+                                                        return_value=True,
+                                                        distribute=_mirrored())
+        np.testing.assert_allclose(losses_d.numpy(), losses.numpy(), rtol=1e-5)
+        np.testing.assert_allclose(aux_d["hidden"].numpy(), aux["hidden"].numpy(), rtol=1e-5)
+
+
 # -- flat=True ---------------------------------------------------------------------------
 
 

@@ -97,15 +97,13 @@ def _value_options():
         tensor_routes = [route for route in (*r.routes_of(name), *tf1) if r.takes_tensor(route)]
         if tensor_routes:
             yield BadInput("has_aux=True with a tensor target", f"has-aux-tensor-{name}",
-                           lambda route, x, name=name: r.call(
-                               route, r.product(name), r.target_of(name), x, has_aux=True),
+                           lambda route, x, name=name: r.standard(name, route, x, has_aux=True),
                            Error(TypeError, name, (r"has_aux=True needs a callable target",
                                                    r"but target is", r"Pass the callable")),
                            tuple(tensor_routes))
         yield BadInput("has_aux=True with a callable that returns no pair",
                        f"has-aux-no-pair-{name}",
-                       lambda route, x, name=name: r.call(route, r.product(name),
-                                                          r.target_of(name), x, has_aux=True),
+                       lambda route, x, name=name: r.standard(name, route, x, has_aux=True),
                        Error(TypeError, name, (r"with has_aux=True the callable must return "
                                                r"a pair \(y, aux\)", r"but it returned",
                                                r"Return `y, aux`")),
