@@ -19,7 +19,8 @@ def test_check_json_all_agree(capsys):
     assert cli.main(["check", "-k", "scalar_stack", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert {row["function"] for row in report["rows"]} == {
-        "stacked_jacobian", "per_element_gradients", "hessian", "jvp", "vjp"}
+        "stacked_jacobian", "stacked_jacobian (flat)", "per_element_gradients", "hessian",
+        "hessian (flat)", "jvp", "vjp"}
     assert all(row["verdict"] == "ok" for row in report["rows"])
     item = next(i for i in report["items"] if i["id"] == "scalar_stack-stacked_jacobian-loop")
     assert "tf1.tensor" in item["routes"] and "eager.callable" in item["routes"]

@@ -240,11 +240,17 @@ def _terminate_as_exit():
 def _record(item, problems, results, oracle_error, route_difference):
     from compat_grads.testing import matrix
 
-    shapes = sorted({", ".join("None" if v is None else str(tuple(v.shape)) for v in
-                               matrix.derivative_values(item.function, route, r.values))
+    def derivative(route, values):  # the matrix's items return the value (and aux) too
+        if not isinstance(item, matrix.Item):
+            return values
+        return matrix.derivative_values(item.function, route, values)
+
+    shapes = sorted({", ".join("None" if v is None else str(tuple(v.shape))
+                               for v in derivative(route, r.values))
                      for route, r in results.items() if not r.error})
     return {"id": item.id, "case": item.case.name, "function": item.function,
-            "strategy": item.strategy, "unconnected": item.unconnected, "flat": item.flat,
+            "strategy": item.strategy, "unconnected": item.unconnected,
+            "flat": getattr(item, "flat", False),
             "routes": sorted(results), "shapes": shapes, "oracle_error": oracle_error,
             "route_difference": route_difference, "problems": problems}
 
