@@ -221,3 +221,19 @@ def test_long_rewrites_are_wrapped_within_100_columns():
     assert fixed.endswith("for x_ in tf.nest.flatten(self._input_placeholder)]  # a long "
                           "trailing comment stays\n")
     assert ast.parse(fixed) and migrate.fix_text(fixed) == fixed
+
+
+def test_a_rewrite_on_a_continuation_line_wraps_past_that_line():
+    """The JSMA form: the rows stacked as the first argument of a tf.reshape broken across
+    lines; the wrapped rewrite indents past the argument's own line (PEP 8's hanging
+    indent), not back at it."""
+    fixed = migrate.fix_text((CORPUS / "wrapped_call_argument.py").read_text("utf-8"))
+    assert ("    grads = tf.reshape(\n"
+            "        cg.migrate.gradient_rows(\n"
+            "            model_logits,\n"
+            "            input_placeholder,\n"
+            "            range(number_of_classes),\n"
+            "            axis=1), shape=[number_of_classes, -1, number_of_features]\n"
+            "    )\n") in fixed
+    assert max(len(line) for line in fixed.splitlines()) <= 100
+    assert ast.parse(fixed) and migrate.fix_text(fixed) == fixed
