@@ -237,3 +237,39 @@ def test_a_rewrite_on_a_continuation_line_wraps_past_that_line():
             "    )\n") in fixed
     assert max(len(line) for line in fixed.splitlines()) <= 100
     assert ast.parse(fixed) and migrate.fix_text(fixed) == fixed
+
+
+def test_rows_flattened_before_the_stack_are_gradient_rows_flat():
+    """DeepFool's `[tf.reshape(tf.gradients(y[i], x)[0], [-1]) for i ...]` stacked: one
+    helper call with flat=True, in a for loop, a comprehension and inline in tf.stack; the
+    same rows kept as a list are reported only, and say what is rewritten."""
+    text = (CORPUS / "flattened_rows.py").read_text("utf-8")
+    fixed = migrate.fix_text(text)
+    assert "    g = cg.migrate.gradient_rows(y, xadv, range(classes), flat=True)\n" in fixed
+    assert "matrix = cg.migrate.gradient_rows(logits, image, range(classes), flat=True)\n" in fixed
+    assert "inline = cg.migrate.gradient_rows(logits, image, range(classes), flat=True)\n" in fixed
+    (kept,) = [f for f in migrate.scan_text(fixed)]
+    assert not kept.edits and "tf.reshape(row, [-1]) in rows stacked right away" in kept.message
+    assert migrate.fix_text(fixed) == fixed
+
+
+def test_gradient_rows_flat_equals_the_flattened_loop_in_a_graph():
+    """Both routes of `gradient_rows(..., flat=True)`: the one Jacobian reshaped to
+    [rows, -1] and the loop (a source gathered from keeps the loop) give the loop's rows."""
+    import numpy as np
+    import tensorflow as tf
+
+    with tf.Graph().as_default():
+        x = tf.constant(np.random.RandomState(0).rand(2, 3, 2), tf.float32)
+        table = tf.Variable(np.random.RandomState(1).rand(5, 3), dtype=tf.float32)
+        y = tf.reshape(tf.tanh(tf.reduce_sum(x, 2)) * 3.0, [-1])
+        z = tf.reshape(tf.gather(table, [0, 2]), [-1])
+        want = [tf.stack([tf.reshape(tf.compat.v1.gradients(t[i], s)[0], [-1])
+                          for i in range(4)]) for t, s in ((y, x), (z, table))]
+        got = [migrate.gradient_rows(t, s, range(4), flat=True) for t, s in ((y, x), (z, table))]
+        assert [g.shape.as_list() for g in got] == [[4, 12], [4, 15]]
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            got, want = session.run([got, want])
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-7)

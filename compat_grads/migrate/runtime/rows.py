@@ -12,11 +12,13 @@ from compat_grads._errors import DerivativeError
 from compat_grads._tf import tf
 
 
-def gradient_rows(ys, xs, indices, axis=0, index=0):
+def gradient_rows(ys, xs, indices, axis=0, index=0, flat=False):
     """`tf.stack([tf.gradients(row_i, xs)[index] for i in indices])`, row_i being `ys[i]`
-    (`axis=0`) or `ys[:, i]` (`axis=1`).
+    (`axis=0`) or `ys[:, i]` (`axis=1`); with `flat=True`, each gradient flattened first,
+    `tf.stack([tf.reshape(tf.gradients(row_i, xs)[index], [-1]) for i in indices])`.
 
-    Shape: `[len(indices)] + x.shape`, x = `xs` or `xs[index]`; each row is the gradient of
+    Shape: `[len(indices)] + x.shape` (flat: `[len(indices), x.size]`), x = `xs` or
+    `xs[index]`; each row is the gradient of
     the sum of that slice (what `tf.gradients` computes). Computed as one Jacobian of the
     slice sums (`compat_grads.stacked_jacobian`) when `ys` is one float tensor of known rank
     in a graph or `tf.function`, `indices` are integers within its static length (or the
@@ -32,6 +34,9 @@ def gradient_rows(ys, xs, indices, axis=0, index=0):
         consumed once.
       axis: 0 for rows `ys[i]`, 1 for columns `ys[:, i]`.
       index: the `[index]` taken from each `tf.gradients` result.
+      flat: whether each row is `tf.reshape(row, [-1])` before it is stacked (the rows of
+        a Jacobian with respect to an image, flattened; the one Jacobian is reshaped to
+        `[len(indices), -1]` then, the same values in the same order).
 
     Returns:
       The stacked rows, as the loop and `tf.stack` built them.
@@ -39,8 +44,9 @@ def gradient_rows(ys, xs, indices, axis=0, index=0):
     indices = list(indices)
     rows = _vectorized(ys, xs, indices, axis, index)
     if rows is not None:
-        return rows
-    return tf.stack(_loop(ys, xs, indices, axis, index))
+        return tf.reshape(rows, [len(indices), -1]) if flat else rows
+    rows = _loop(ys, xs, indices, axis, index)
+    return tf.stack([tf.reshape(row, [-1]) for row in rows] if flat else rows)
 
 
 def gradient_row_list(ys, xs, indices, axis=0, index=0, cached=None):
