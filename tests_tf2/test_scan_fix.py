@@ -3,6 +3,7 @@ comments and long lines survive, and that a second fix changes nothing."""
 
 import ast
 import dataclasses
+import pathlib
 import shutil
 
 import pytest
@@ -273,3 +274,47 @@ def test_gradient_rows_flat_equals_the_flattened_loop_in_a_graph():
             got, want = session.run([got, want])
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-7)
+
+
+def test_the_helpers_run_unconverted_inside_a_map_fn(monkeypatch):
+    """tf.map_fn converts its fn with AutoGraph, and whatever the fn calls that AutoGraph
+    does not know (the per-image DeepFool builds its class rows there): the helpers --fix
+    writes are hidden from it, as the public functions and tf.gradients are, so they run
+    as written (converting them took seconds of each build)."""
+    import sys
+
+    import numpy as np
+    import tensorflow as tf
+
+    from compat_grads.migrate.runtime import loops, rows
+
+    callers, one_row, vectorized = [], rows._loop, loops._vectorized_loop
+
+    def spy(real):  # who calls it: the helper's own module, or AutoGraph's converted_call
+        def recorded(*args):
+            callers.append(pathlib.Path(sys._getframe(1).f_code.co_filename).name)
+            return real(*args)
+        return recorded
+
+    monkeypatch.setattr(rows, "_loop", spy(one_row))
+    monkeypatch.setattr(loops, "_vectorized_loop", spy(vectorized))
+
+    def per_image(image):
+        y = tf.reshape(tf.tanh(image) * 2.0, [-1])
+        rows_kept = migrate.gradient_row_list(y, image, range(3))
+        count = tf.size(y)
+        _, array = migrate.row_while_loop(
+            lambda i, _: i < count,
+            lambda i, acc: (i + 1, acc.write(i, tf.reshape(tf.gradients(y[i], image)[0], [-1]))),
+            [0, tf.TensorArray(tf.float32, size=count)])
+        return tf.reduce_sum(tf.stack(rows_kept)) + tf.reduce_sum(array.stack())
+
+    with tf.Graph().as_default():
+        images = tf.constant(np.random.RandomState(0).rand(2, 2, 2), tf.float32)
+        total = tf.compat.v1.map_fn(per_image, images)
+        with tf.compat.v1.Session() as session:
+            got = session.run(total)
+    assert callers == ["rows.py", "loops.py"]
+    slopes = 2 * (1 - np.tanh(np.random.RandomState(0).rand(2, 2, 2)) ** 2)
+    flat = slopes.reshape(2, 4)  # rows 0-2 kept as a list, then all four in the loop
+    np.testing.assert_allclose(got, flat[:, :3].sum(1) + flat.sum(1), rtol=1e-5)

@@ -301,3 +301,13 @@ def test_the_docs_rule_list_is_made_from_every_rule():
         body = [line.removeprefix("   ") for line in lines[at + 1:at + 1 + len(
             rule.docs.splitlines())]]
         assert body == rule.docs.splitlines(), rule.code
+
+
+def test_a_map_fn_differentiating_a_value_computed_from_its_element_works():
+    """The per-image DeepFool: gradients with respect to `xadv = tf.expand_dims(image, 0)`
+    never reach the element's TensorArray read, so CG103 says the map works (slowly), not
+    that it fails at run time."""
+    (found,) = migrate.scan_text(
+        (CORPUS / "per_image_rows_map_fn.py").read_text("utf-8"))
+    assert found.code == "CG103" and found.edits
+    assert "it works, slowly" in found.message and "fails at run time" not in found.message

@@ -11,7 +11,14 @@ from compat_grads import _cost, api, dispatch
 from compat_grads._errors import DerivativeError
 from compat_grads._tf import tf
 
+# The helpers are hidden from AutoGraph, as the public functions are (`_call.public`): the
+# rows of a per-sample attack run inside `tf.map_fn`, which converts its fn and everything
+# it calls, and converting this package took seconds of each graph's build (its Python
+# control flow is on Python values only).
+_hidden = tf.autograph.experimental.do_not_convert
 
+
+@_hidden
 def gradient_rows(ys, xs, indices, axis=0, index=0, flat=False):
     """`tf.stack([tf.gradients(row_i, xs)[index] for i in indices])`, row_i being `ys[i]`
     (`axis=0`) or `ys[:, i]` (`axis=1`); with `flat=True`, each gradient flattened first,
@@ -49,6 +56,7 @@ def gradient_rows(ys, xs, indices, axis=0, index=0, flat=False):
     return tf.stack([tf.reshape(row, [-1]) for row in rows] if flat else rows)
 
 
+@_hidden
 def gradient_row_list(ys, xs, indices, axis=0, index=0, cached=None):
     """`[tf.gradients(row_i, xs)[index] for i in indices]`: the rows of `gradient_rows` as
     the Python list the loop built (None for a row that does not depend on `xs`).
@@ -77,6 +85,7 @@ def gradient_row_list(ys, xs, indices, axis=0, index=0, cached=None):
             for i in indices]
 
 
+@_hidden
 def fill_gradient_rows(rows, ys, xs, indices, axis=0, index=0):
     """`for i in indices: if rows[i] is None: rows[i] = tf.gradients(row_i, xs)[index]`:
     fills the missing rows of a cache in place, each once, in the loop's order, each by its
