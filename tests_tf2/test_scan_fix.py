@@ -3,6 +3,7 @@ comments and long lines survive, and that a second fix changes nothing."""
 
 import ast
 import dataclasses
+import pathlib
 import shutil
 
 import pytest
@@ -221,3 +222,99 @@ def test_long_rewrites_are_wrapped_within_100_columns():
     assert fixed.endswith("for x_ in tf.nest.flatten(self._input_placeholder)]  # a long "
                           "trailing comment stays\n")
     assert ast.parse(fixed) and migrate.fix_text(fixed) == fixed
+
+
+def test_a_rewrite_on_a_continuation_line_wraps_past_that_line():
+    """The JSMA form: the rows stacked as the first argument of a tf.reshape broken across
+    lines; the wrapped rewrite indents past the argument's own line (PEP 8's hanging
+    indent), not back at it."""
+    fixed = migrate.fix_text((CORPUS / "wrapped_call_argument.py").read_text("utf-8"))
+    assert ("    grads = tf.reshape(\n"
+            "        cg.migrate.gradient_rows(\n"
+            "            model_logits,\n"
+            "            input_placeholder,\n"
+            "            range(number_of_classes),\n"
+            "            axis=1), shape=[number_of_classes, -1, number_of_features]\n"
+            "    )\n") in fixed
+    assert max(len(line) for line in fixed.splitlines()) <= 100
+    assert ast.parse(fixed) and migrate.fix_text(fixed) == fixed
+
+
+def test_rows_flattened_before_the_stack_are_gradient_rows_flat():
+    """DeepFool's `[tf.reshape(tf.gradients(y[i], x)[0], [-1]) for i ...]` stacked: one
+    helper call with flat=True, in a for loop, a comprehension and inline in tf.stack; the
+    same rows kept as a list are reported only, and say what is rewritten."""
+    text = (CORPUS / "flattened_rows.py").read_text("utf-8")
+    fixed = migrate.fix_text(text)
+    assert "    g = cg.migrate.gradient_rows(y, xadv, range(classes), flat=True)\n" in fixed
+    assert "matrix = cg.migrate.gradient_rows(logits, image, range(classes), flat=True)\n" in fixed
+    assert "inline = cg.migrate.gradient_rows(logits, image, range(classes), flat=True)\n" in fixed
+    (kept,) = [f for f in migrate.scan_text(fixed)]
+    assert not kept.edits and "tf.reshape(row, [-1]) in rows stacked right away" in kept.message
+    assert migrate.fix_text(fixed) == fixed
+
+
+def test_gradient_rows_flat_equals_the_flattened_loop_in_a_graph():
+    """Both routes of `gradient_rows(..., flat=True)`: the one Jacobian reshaped to
+    [rows, -1] and the loop (a source gathered from keeps the loop) give the loop's rows."""
+    import numpy as np
+    import tensorflow as tf
+
+    with tf.Graph().as_default():
+        x = tf.constant(np.random.RandomState(0).rand(2, 3, 2), tf.float32)
+        table = tf.Variable(np.random.RandomState(1).rand(5, 3), dtype=tf.float32)
+        y = tf.reshape(tf.tanh(tf.reduce_sum(x, 2)) * 3.0, [-1])
+        z = tf.reshape(tf.gather(table, [0, 2]), [-1])
+        want = [tf.stack([tf.reshape(tf.compat.v1.gradients(t[i], s)[0], [-1])
+                          for i in range(4)]) for t, s in ((y, x), (z, table))]
+        got = [migrate.gradient_rows(t, s, range(4), flat=True) for t, s in ((y, x), (z, table))]
+        assert [g.shape.as_list() for g in got] == [[4, 12], [4, 15]]
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            got, want = session.run([got, want])
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-7)
+
+
+def test_the_helpers_run_unconverted_inside_a_map_fn(monkeypatch):
+    """tf.map_fn converts its fn with AutoGraph, and whatever the fn calls that AutoGraph
+    does not know (the per-image DeepFool builds its class rows there): the helpers --fix
+    writes are hidden from it, as the public functions and tf.gradients are, so they run
+    as written (converting them took seconds of each build)."""
+    import sys
+
+    import numpy as np
+    import tensorflow as tf
+
+    from compat_grads.migrate.runtime import loops, rows
+
+    callers, one_row, vectorized = [], rows._loop, loops._vectorized_loop
+
+    def spy(real):  # who calls it: the helper's own module, or AutoGraph's converted_call
+        def recorded(*args):
+            callers.append(pathlib.Path(sys._getframe(1).f_code.co_filename).name)
+            return real(*args)
+        return recorded
+
+    monkeypatch.setattr(rows, "_loop", spy(one_row))
+    monkeypatch.setattr(loops, "_vectorized_loop", spy(vectorized))
+
+    def per_image(image):
+        y = tf.reshape(tf.tanh(image) * 2.0, [-1])
+        rows_kept = migrate.gradient_row_list(y, image, range(3))
+        count = tf.size(y)
+        _, array = migrate.row_while_loop(
+            lambda i, _: i < count,
+            lambda i, acc: (i + 1, acc.write(i, tf.reshape(tf.gradients(y[i], image)[0], [-1]))),
+            [0, tf.TensorArray(tf.float32, size=count)])
+        return tf.reduce_sum(tf.stack(rows_kept)) + tf.reduce_sum(array.stack())
+
+    with tf.Graph().as_default():
+        images = tf.constant(np.random.RandomState(0).rand(2, 2, 2), tf.float32)
+        total = tf.compat.v1.map_fn(per_image, images)
+        with tf.compat.v1.Session() as session:
+            got = session.run(total)
+    assert callers == ["rows.py", "loops.py"]
+    slopes = 2 * (1 - np.tanh(np.random.RandomState(0).rand(2, 2, 2)) ** 2)
+    flat = slopes.reshape(2, 4)  # rows 0-2 kept as a list, then all four in the loop
+    np.testing.assert_allclose(got, flat[:, :3].sum(1) + flat.sum(1), rtol=1e-5)

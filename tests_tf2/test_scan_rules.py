@@ -259,13 +259,17 @@ def test_rows_over_an_unstacked_name_rebound_are_reported_only(between, why):
 
 
 def test_a_reshaped_row_is_the_reason_given():
+    """A row reshaped to another shape than [-1] is reported, and says why; flattened to
+    [-1] and stacked it is rewritten (gradient_rows(..., flat=True))."""
     text = ("import tensorflow.compat.v1 as tf\n"
             "x = tf.ones([3])\ny = tf.sin(x)\n"
-            "gs = [tf.reshape(tf.gradients(y[k], x)[0], [-1]) for k in range(3)]\n"
+            "gs = [tf.reshape(tf.gradients(y[k], x)[0], [1, -1]) for k in range(3)]\n"
             "J = tf.stack(gs, axis=0)\n")
     (found,) = migrate.scan_text(text)
     assert not found.edits and "(not rewritten: each row goes through tf.reshape" in found.message
     assert "stacked along axis 0" not in found.message
+    (flat,) = migrate.scan_text(text.replace("[1, -1]", "[-1]"))
+    assert flat.edits and "gradient_rows(y, x, range(3), flat=True)" in flat.message
 
 
 def test_every_rule_module_holds_its_code_messages_and_docs():
@@ -297,3 +301,13 @@ def test_the_docs_rule_list_is_made_from_every_rule():
         body = [line.removeprefix("   ") for line in lines[at + 1:at + 1 + len(
             rule.docs.splitlines())]]
         assert body == rule.docs.splitlines(), rule.code
+
+
+def test_a_map_fn_differentiating_a_value_computed_from_its_element_works():
+    """The per-image DeepFool: gradients with respect to `xadv = tf.expand_dims(image, 0)`
+    never reach the element's TensorArray read, so CG103 says the map works (slowly), not
+    that it fails at run time."""
+    (found,) = migrate.scan_text(
+        (CORPUS / "per_image_rows_map_fn.py").read_text("utf-8"))
+    assert found.code == "CG103" and found.edits
+    assert "it works, slowly" in found.message and "fails at run time" not in found.message

@@ -250,6 +250,18 @@ def expand_dims_zero(node: ast.expr, names: Names) -> ast.expr | None:
     return args[0] if ok and {k.arg for k in node.keywords} <= {"input", "axis"} else None
 
 
+def reshape_flat(node: ast.expr, names: Names) -> ast.expr | None:
+    """`g` of `tf.reshape(g, [-1])` / `tf.reshape(g, shape=[-1])` (a row flattened)."""
+    if not (isinstance(node, ast.Call) and names.qualname(node) == "tf.reshape"):
+        return None
+    args = pt.call_args(node, ("tensor", "shape"))
+    shape = args[1] if args else None
+    flat = (isinstance(shape, ast.List | ast.Tuple) and len(shape.elts) == 1
+            and ast.dump(shape.elts[0]) == ast.dump(ast.parse("-1", mode="eval").body))
+    ok = flat and args[0] is not None and {k.arg for k in node.keywords} <= {"tensor", "shape"}
+    return args[0] if ok else None
+
+
 def reduce_sum_of(node: ast.expr, names: Names) -> ast.expr | None:
     """`g` of `tf.reduce_sum(g)` (over every axis)."""
     ok = (isinstance(node, ast.Call) and names.qualname(node) == "tf.reduce_sum"

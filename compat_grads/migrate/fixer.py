@@ -194,9 +194,21 @@ def _shortened(module: cst.Module, node: cst.CSTNode, call: cst.Call | None, col
     for per_line in (False, True):
         if call is None or _fits(module, node, column):
             break
-        wrapped = _wrap(call, per_line, module, column, 1)
+        wrapped = _wrap(call, per_line, module, column, 1, _line_indent(module, node, call))
         node, call = node.deep_replace(call, wrapped), wrapped
     return node
+
+
+def _line_indent(module: cst.Module, node: cst.CSTNode, call: cst.Call) -> str:
+    """The indentation, relative to the statement, of the line of `node` that `call` starts
+    on: a call already on a continuation line (an argument of a call broken across lines)
+    wraps one indent past that line, not past the statement."""
+    code = module.code_for_node(node)
+    before, found, _ = code.partition(module.code_for_node(call))
+    if not found or "\n" not in before:
+        return ""
+    line = before.rpartition("\n")[2]
+    return line[:len(line) - len(line.lstrip())]
 
 
 def _fits(module: cst.Module, node: cst.CSTNode, column: int) -> bool:
@@ -209,18 +221,19 @@ def _fits(module: cst.Module, node: cst.CSTNode, column: int) -> bool:
 
 
 def _wrap(call: cst.Call, per_line: bool, module: cst.Module, column: int,
-          depth: int) -> cst.Call:
-    """`call` with its arguments on a continuation line `depth` indents in (relative to the
-    statement: inside the parentheses any indentation parses), or one per line, an argument
-    call too long for its line wrapped one level deeper in turn."""
-    pad = module.default_indent * depth
+          depth: int, base: str = "") -> cst.Call:
+    """`call` with its arguments on a continuation line `depth` indents past `base` (the
+    indentation of the call's own line relative to the statement: inside the parentheses
+    any indentation parses), or one per line, an argument call too long for its line
+    wrapped one level deeper in turn."""
+    pad = base + module.default_indent * depth
     args = list(call.args)
     if per_line:
         for k, arg in enumerate(args):
             value = arg.value
             if isinstance(value, cst.Call) and value.args and not _fits(
                     module, arg, column + len(pad) + 1):
-                value = _wrap(value, True, module, column, depth + 1)
+                value = _wrap(value, True, module, column, depth + 1, base)
             comma = (cst.Comma(whitespace_after=_break(pad)) if k < len(args) - 1
                      else cst.MaybeSentinel.DEFAULT)
             args[k] = arg.with_changes(value=value, comma=comma)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 
 from compat_grads.migrate import patterns as pt
-from compat_grads.migrate.context import Context, column, expand_dims_zero, names_in
+from compat_grads.migrate.context import Context, column, expand_dims_zero, names_in, reshape_flat
 from compat_grads.migrate.findings import Edit
 
 ROW_ADVICE = "cg.stacked_jacobian(y, x)"
@@ -42,13 +42,14 @@ def helper_text(ctx: Context, element: ast.expr, var: str, iterable: ast.expr,
                 function: str = "gradient_rows", cache: ast.expr | None = None,
                 cached: ast.expr | None = None) -> str | None:
     """`cg.migrate.<function>([cache, ]y, xs, iterable, axis=..., index=...[, cached=])`
-    for rows `y[i]` or columns `y[:, i]` of `tf.gradients(...)[k]`. It evaluates `y`,
+    for rows `y[i]` or columns `y[:, i]` of `tf.gradients(...)[k]` (stacked rows may be
+    `tf.expand_dims(row, 0)`, or `tf.reshape(row, [-1])`: `flat=True`). It evaluates `y`,
     `xs`, the cache and the iterable once, as the loop does for the iterable: they must
     be pure, and the loop variable must appear in the row index only."""
-    expand = expand_dims_zero(element, ctx.names)
-    if expand is not None and function != "gradient_rows":
+    expand, flat = expand_dims_zero(element, ctx.names), reshape_flat(element, ctx.names)
+    if (expand is not None or flat is not None) and function != "gradient_rows":
         return None
-    grad = _row_grad(ctx, expand if expand is not None else element)
+    grad = _row_grad(ctx, next((n for n in (expand, flat) if n is not None), element))
     axis = _row_axis(grad.ys, var) if grad is not None and grad.clean else None
     if axis is None or ctx.writer is None:
         return None
@@ -62,6 +63,7 @@ def helper_text(ctx: Context, element: ast.expr, var: str, iterable: ast.expr,
     args += [w.text(ys), w.text(grad.xs), w.text(iterable)]
     args += [f"axis={axis}"] if axis else []
     args += [f"index={grad.index}"] if grad.index != 0 else []
+    args += ["flat=True"] if flat is not None else []
     args += [f"cached={w.text(cached)}"] if cached is not None else []
     text = w.call(f"migrate.{function}", *args)
     return f"{w.tf}.expand_dims({text}, axis=1)" if expand is not None else text

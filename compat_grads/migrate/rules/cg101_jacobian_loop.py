@@ -43,9 +43,21 @@ unstacked expression again (``g = tf.unstack(g)`` is reported only), and under
 Rewritten to one Jacobian when the list is created empty right before the loop, the body
 only appends the gradient (through at most one temporary, optionally ``tf.expand_dims(g, 0)``,
 which becomes ``tf.expand_dims(J, axis=1)``), the ``tf.stack`` (axis 0) follows right after
-the loop, and neither the list nor the loop variable is used elsewhere. Other loops (side
-effects, nested loops, filters, each row passed through another op such as
-``tf.reshape(g, [-1])``) are reported only, and say why.
+the loop, and neither the list nor the loop variable is used elsewhere. Rows flattened
+first, ``tf.reshape(g, [-1])`` (the DeepFool of tensorflow-adversarial), get
+``cg.migrate.gradient_rows(..., flat=True)``, the stacked Jacobian reshaped to
+``[rows, -1]``:
+
+.. code-block:: python
+
+   gs = [tf.reshape(tf.gradients(y[i], xadv)[0], [-1]) for i in range(ydim)]
+   g = tf.stack(gs, axis=0)
+   # --fix:
+   g = cg.migrate.gradient_rows(y, xadv, range(ydim), flat=True)
+
+Other loops (side effects, nested loops, filters, each row passed through another op such
+as ``tf.reshape(g, [1, -1])``, flattened rows kept as a list) are reported only, and say
+why.
 
 Where the source alone cannot prove the Jacobian equal (the target is a function
 parameter or a model's output, which may be a list at run time; a tuple-returning op; a
@@ -114,7 +126,8 @@ WHY_NOT = {
     "row": "the row is not y[i], y[:, i], tf.gather(y, i) or an element of tf.unstack(y)",
     "impure": "y or x is computed anew for every row",
     "wrapper": ("each row goes through {wrapper} before it is collected; only the "
-                "gradient itself, or tf.expand_dims(row, 0), is rewritten"),
+                "gradient itself, tf.expand_dims(row, 0), or tf.reshape(row, [-1]) in rows "
+                "stacked right away, is rewritten"),
     "comprehension": ("the rows are not stacked along axis 0 right away (a tf.stack of the "
                       "list, or a list assigned and stacked on the next line)"),
     "loop": ("the loop does more than collect the rows and stack them right after "

@@ -9,6 +9,7 @@ from compat_grads.migrate import patterns as pt
 from compat_grads.migrate import scopes
 from compat_grads.migrate.context import (
                                           Context,
+                                          dependent_names,
                                           expand_dims_zero,
                                           names_in,
                                           reduce_sum_of,
@@ -93,8 +94,10 @@ def check(ctx: Context, node: ast.AST) -> list[Finding]:
 
 
 def _wrt_element(fn: ast.Lambda | ast.FunctionDef, grads: list[ast.Call]) -> bool:
-    """Whether every gradient in the mapped function is with respect to its element."""
-    params = scopes.references(fn, {a.arg for a in fn.args.args})
+    """Whether every gradient in the mapped function is with respect to its element, or
+    to a name the function computes from it (`xadv = tf.expand_dims(image, 0)`, as the
+    per-image DeepFool writes it): the gradient then never reaches the element's read."""
+    params = dependent_names(fn, scopes.references(fn, {a.arg for a in fn.args.args}))
     parts = [pt.grad_parts(g) for g in grads]
     return all(p is not None and refers(p[1], params) for p in parts)
 

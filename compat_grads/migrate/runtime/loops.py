@@ -14,8 +14,12 @@ from compat_grads._tf import tf
 # change how the loop runs, not what it returns.
 _LOOP_KEYWORDS = frozenset({"parallel_iterations", "back_prop", "swap_memory", "name"})
 _MAP_KEYWORDS = _LOOP_KEYWORDS | {"infer_shape"}
+# Hidden from AutoGraph as the public functions are (see `rows._hidden`): a loop built
+# inside a `tf.map_fn` fn or a tf.function is not converted with it.
+_hidden = tf.autograph.experimental.do_not_convert
 
 
+@_hidden
 def row_while_loop(cond, body, loop_vars, **kwargs):
     """`tf.compat.v1.while_loop(cond, body, loop_vars, **kwargs)`, vectorized for the loop
     that writes one row per index into a `tf.TensorArray`: `cond` is `i < n` and `body`
@@ -40,6 +44,7 @@ def row_while_loop(cond, body, loop_vars, **kwargs):
     return tf.compat.v1.while_loop(cond, body, loop_vars, **kwargs)
 
 
+@_hidden
 def gradient_map_fn(fn, elems, **kwargs):
     """`tf.compat.v1.map_fn(fn, elems, **kwargs)` for a `fn` that takes gradients of its
     element: with one float tensor `elems` in a graph or `tf.function` and an `fn` that

@@ -11,12 +11,21 @@ from compat_grads import _cost, api, dispatch
 from compat_grads._errors import DerivativeError
 from compat_grads._tf import tf
 
+# The helpers are hidden from AutoGraph, as the public functions are (`_call.public`): the
+# rows of a per-sample attack run inside `tf.map_fn`, which converts its fn and everything
+# it calls, and converting this package took seconds of each graph's build (its Python
+# control flow is on Python values only).
+_hidden = tf.autograph.experimental.do_not_convert
 
-def gradient_rows(ys, xs, indices, axis=0, index=0):
+
+@_hidden
+def gradient_rows(ys, xs, indices, axis=0, index=0, flat=False):
     """`tf.stack([tf.gradients(row_i, xs)[index] for i in indices])`, row_i being `ys[i]`
-    (`axis=0`) or `ys[:, i]` (`axis=1`).
+    (`axis=0`) or `ys[:, i]` (`axis=1`); with `flat=True`, each gradient flattened first,
+    `tf.stack([tf.reshape(tf.gradients(row_i, xs)[index], [-1]) for i in indices])`.
 
-    Shape: `[len(indices)] + x.shape`, x = `xs` or `xs[index]`; each row is the gradient of
+    Shape: `[len(indices)] + x.shape` (flat: `[len(indices), x.size]`), x = `xs` or
+    `xs[index]`; each row is the gradient of
     the sum of that slice (what `tf.gradients` computes). Computed as one Jacobian of the
     slice sums (`compat_grads.stacked_jacobian`) when `ys` is one float tensor of known rank
     in a graph or `tf.function`, `indices` are integers within its static length (or the
@@ -32,6 +41,9 @@ def gradient_rows(ys, xs, indices, axis=0, index=0):
         consumed once.
       axis: 0 for rows `ys[i]`, 1 for columns `ys[:, i]`.
       index: the `[index]` taken from each `tf.gradients` result.
+      flat: whether each row is `tf.reshape(row, [-1])` before it is stacked (the rows of
+        a Jacobian with respect to an image, flattened; the one Jacobian is reshaped to
+        `[len(indices), -1]` then, the same values in the same order).
 
     Returns:
       The stacked rows, as the loop and `tf.stack` built them.
@@ -39,10 +51,12 @@ def gradient_rows(ys, xs, indices, axis=0, index=0):
     indices = list(indices)
     rows = _vectorized(ys, xs, indices, axis, index)
     if rows is not None:
-        return rows
-    return tf.stack(_loop(ys, xs, indices, axis, index))
+        return tf.reshape(rows, [len(indices), -1]) if flat else rows
+    rows = _loop(ys, xs, indices, axis, index)
+    return tf.stack([tf.reshape(row, [-1]) for row in rows] if flat else rows)
 
 
+@_hidden
 def gradient_row_list(ys, xs, indices, axis=0, index=0, cached=None):
     """`[tf.gradients(row_i, xs)[index] for i in indices]`: the rows of `gradient_rows` as
     the Python list the loop built (None for a row that does not depend on `xs`).
@@ -71,6 +85,7 @@ def gradient_row_list(ys, xs, indices, axis=0, index=0, cached=None):
             for i in indices]
 
 
+@_hidden
 def fill_gradient_rows(rows, ys, xs, indices, axis=0, index=0):
     """`for i in indices: if rows[i] is None: rows[i] = tf.gradients(row_i, xs)[index]`:
     fills the missing rows of a cache in place, each once, in the loop's order, each by its
