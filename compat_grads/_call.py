@@ -54,6 +54,7 @@ class Spec:
       samples: `distribute=` splits the samples: each piece carries its value and flat
         matrix, joined along the batch axis.
       flatten: `flatten(name, derivative, y, sources)` -> the `flat=True` matrix.
+      argument: the public name of the target argument ("f" for jvp, vjp and hvp).
     """
 
     name: str
@@ -67,6 +68,7 @@ class Spec:
     value: str = "capture"
     samples: bool = False
     flatten: Callable | None = None
+    argument: str = "target"
 
 
 def public(function):
@@ -86,7 +88,7 @@ def run(spec: Spec, target, args: tuple, **given):
     if spec.prepare is not None:
         target, args = spec.prepare(spec.name, target, args)
     if options.has_aux and not _is_callable(target):
-        _value.no_aux_for_tensor(spec.name, target)
+        _value.no_aux_for_tensor(spec.name, target, spec.argument)
     if options.distribute is not None:
         return _distributed(spec, target, args, options)
     return _compiled_or_run(spec, target, args, options,
@@ -107,6 +109,15 @@ def _finished_piece(spec, compute, target, args, options):
     return _finished(spec, options, lambda t, a: compute(t, a, options), True)(target, args)
 
 
+_JOINED = ("with distribute= each replica computes the aux of its own samples, joined along "
+           "the batch axis")
+
+
+def _batch_of(source):
+    shape = getattr(source, "shape", None)
+    return tf.compat.dimension_value(shape[0]) if shape is not None and shape.rank else None
+
+
 def _is_callable(target) -> bool:
     return callable(target) and not tf.is_tensor(target)
 
@@ -125,7 +136,7 @@ def _finished(spec, options, body, in_pieces=False):
             derivative = body(capture, args)
             y, aux = capture.value(args[0])
             if in_pieces and options.has_aux:
-                _value.check_sample_aux(spec.name, aux)
+                _value.check_sample_aux(spec.name, aux, _JOINED, _batch_of(args[0]))
         if options.flat:
             derivative = spec.flatten(spec.name, derivative, y, args[0])
         if spec.value == "outputs":

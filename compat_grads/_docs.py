@@ -38,7 +38,8 @@ PARAGRAPHS = {
     "has_aux": "has_aux: the callable target returns a pair `(y, aux)`: `y` is differentiated, "
                "`aux` (any nest of tensors) is returned as it is, never differentiated, and "
                "the result is `(derivative, aux)`. The callable runs no extra time for it. A "
-               "tensor target raises TypeError.",
+               "tensor target raises TypeError. With `distribute=` the batch functions join "
+               "each replica's aux along the batch axis (each leaf needs it first).",
     "has_aux_transform": "has_aux: `f` returns a pair `(outputs, aux)`: `aux` (any nest of "
                          "tensors) is not differentiated and comes last in the result.",
     "return_value": "return_value: return `(y, derivative)`: the target's value, from the "
@@ -57,11 +58,11 @@ PARAGRAPHS = {
                      "in the order of `tf.nest.flatten(sources)` (zeros for an unconnected "
                      "source), as Newton and Gauss-Newton code wants it. Every statically "
                      "known dimension is kept; the sources must share one dtype.",
-    "flat_hessian": "flat: return one matrix `[n, n]` (`[size(y), n, n]` for a non-scalar "
-                    "target), n = sum_k size(x_k), the sources flattened and joined in the "
-                    "order of `tf.nest.flatten(sources)` (zeros for unconnected blocks). "
-                    "Every statically known dimension is kept; the sources must share one "
-                    "dtype.",
+    "flat_hessian": "flat: return one matrix `[n, n]` for a target of static rank 0 "
+                    "(`[size(y), n, n]` otherwise), n = sum_k size(x_k), the sources "
+                    "flattened and joined in the order of `tf.nest.flatten(sources)` "
+                    "(zeros for unconnected blocks). Every statically known dimension is "
+                    "kept; the sources must share one dtype.",
     "flat_batch_jacobian": "flat: return `[b, m, n]`, m and n the per-sample sizes of the "
                            "target and the source, every statically known dimension kept.",
     "flat_batch_hessian": "flat: return `[b, n, n]`, n the per-sample size of the source, "

@@ -12,6 +12,7 @@ import numpy as np
 
 from compat_grads import _structure as st
 from compat_grads._errors import message
+from compat_grads._models import unwrap_variable
 from compat_grads._tf import tf
 
 
@@ -63,10 +64,10 @@ def _grid(blocks, count):
 
 
 def _shaped(x):
-    """A tensor (a variable read, numpy converted), for its static and dynamic shape."""
-    if isinstance(x, tf.Variable) or not tf.is_tensor(x):
-        return tf.convert_to_tensor(x)
-    return x
+    """A tensor (a variable read, a Keras 3 variable's too, numpy converted), for its static
+    and dynamic shape and its dtype."""
+    x = unwrap_variable(x)
+    return x if isinstance(x, tf.Tensor) else tf.convert_to_tensor(x)
 
 
 def _batch(y, x):

@@ -183,28 +183,40 @@ def _example_rows(name, model, weights, batch, options, capture=None):
     grads, stacks = _jacobians.per_example_rows(backend, loss_of_example, count, options.how,
                                                 extras)
     losses = stacks.pop(0) if options.return_value else None
-    aux = None if capture is None else tf.nest.pack_sequence_as(capture.first()[1], stacks)
+    aux = None if capture is None else _with_leaves(capture.first()[1], stacks)
     return losses, aux, problem.pack(grads)
 
 
 def _example_extras(name, backend, options, capture):
     """What each example's row returns besides its gradient: its loss (`return_value`) and
-    its aux leaves without their batch axis of 1 (`has_aux`), shaped like example 0's
-    (whose forward pass the backend already built)."""
+    its aux leaves without their batch axis of 1 (`has_aux`; None leaves stay None), shaped
+    like example 0's (whose forward pass the backend already built)."""
     if not options.valued:
         return None
     target = backend.target  # example 0's pass, at the top: the model's first call
     like = [tf.zeros([], st.dtype_of(target))] if options.return_value else []
     if capture is not None:
-        _value.check_sample_aux(name, capture.first()[1], "per_example_gradients runs each "
-                                "example on its own and stacks its aux")
-        like += [tf.zeros_like(leaf[0]) for leaf in tf.nest.flatten(capture.first()[1])]
+        first = capture.first()[1]
+        _value.check_sample_aux(name, first, "per_example_gradients runs each example on its "
+                                "own and stacks its aux", batch=1)
+        like += [tf.zeros_like(leaf[0]) for leaf in _leaves(first)]
 
     def of_example(served):
         loss = [tf.reshape(served.target, [])] if options.return_value else []
-        aux = [] if capture is None else [leaf[0] for leaf in tf.nest.flatten(capture.last[1])]
+        aux = [] if capture is None else [leaf[0] for leaf in _leaves(capture.last[1])]
         return [*loss, *aux]
     return like, of_example
+
+
+def _leaves(aux):
+    return [leaf for leaf in tf.nest.flatten(aux) if leaf is not None]
+
+
+def _with_leaves(aux, stacks):
+    """`aux`'s structure with its tensor leaves replaced by `stacks`, None leaves kept."""
+    stacks = iter(stacks)
+    return tf.nest.pack_sequence_as(aux, [None if leaf is None else next(stacks)
+                                          for leaf in tf.nest.flatten(aux)])
 
 
 # -- how distribute= splits them -----------------------------------------------------------
@@ -260,6 +272,6 @@ HESSIAN = Spec("hessian", _hessian, split=_hessian_split, pieces=STACKED_JACOBIA
                needs_callable="the replicas differentiate it twice", flatten=_flat.hessian)
 BATCH_HESSIAN = Spec("batch_hessian", _batch_hessian, split=_sample_split, samples=True,
                      flatten=_flat.batch_hessian)
-JVP = Spec("jvp", _jvp, value="outputs")
-VJP = Spec("vjp", _vjp, value="outputs")
-HVP = Spec("hvp", _hvp)
+JVP = Spec("jvp", _jvp, value="outputs", argument="f")
+VJP = Spec("vjp", _vjp, value="outputs", argument="f")
+HVP = Spec("hvp", _hvp, argument="f")

@@ -17,6 +17,7 @@ import contextlib
 import threading
 
 from compat_grads._errors import describe, message
+from compat_grads._models import unwrap_variable
 from compat_grads._tf import tf
 
 _STATE = threading.local()
@@ -51,6 +52,8 @@ class Capture:
     def __call__(self, *args, **kwargs):
         out = self.__wrapped__(*args, **kwargs)
         y, aux = split_aux(self.function, out) if self.has_aux else (out, None)
+        if self.has_aux:
+            _check_aux(self.function, aux)
         self.last = (y, aux)
         if not getattr(_STATE, "rows", 0) and _graph() is self._graph:
             self._records.append((y, aux))
@@ -65,7 +68,10 @@ class Capture:
         none."""
         if not self._records:
             self(sources)
-        return self._records[0]
+        y, aux = self._records[0]
+        # A variable returned as it is would be live: later assignments would change it.
+        variable = isinstance(unwrap_variable(y), tf.Variable)
+        return (tf.convert_to_tensor(unwrap_variable(y)) if variable else y), aux
 
 
 def split_aux(function: str, out):
@@ -79,17 +85,38 @@ def split_aux(function: str, out):
         "has_aux=True."))
 
 
+def _check_aux(function: str, aux) -> None:
+    """aux is a nest of tensors (it may leave a compiled function) or None."""
+    for path, leaf in _paths(aux, "aux"):
+        if leaf is not None and not tf.is_tensor(leaf) and not isinstance(
+                unwrap_variable(leaf), tf.Variable):
+            raise TypeError(message(
+                function, f"with has_aux=True the aux must be a nest of tensors, but {path} "
+                f"is {describe(leaf)}",
+                "Return it as a tensor (tf.constant(...)), or keep it out of aux: it may "
+                "leave a compiled tf.function, which returns tensors only."))
+
+
+def _paths(nest, prefix):
+    if isinstance(nest, dict):
+        return [p for key in sorted(nest, key=str)
+                for p in _paths(nest[key], f"{prefix}[{key!r}]")]
+    if isinstance(nest, (list, tuple)) and not hasattr(nest, "_fields"):
+        return [p for i, item in enumerate(nest) for p in _paths(item, f"{prefix}[{i}]")]
+    return [(prefix, nest)]
+
+
 def _returned(out) -> str:
     if isinstance(out, (tuple, list)):
         return f"a {type(out).__name__} of {len(out)}"
     return describe(out)
 
 
-def no_aux_for_tensor(function: str, target) -> None:
+def no_aux_for_tensor(function: str, target, argument: str = "target") -> None:
     """has_aux needs a callable: a tensor target has nothing to split."""
     raise TypeError(message(
-        function, f"has_aux=True needs a callable target f(sources) -> (y, aux), but target "
-        f"is {describe(target)}",
+        function, f"has_aux=True needs a callable {argument} f(sources) -> (y, aux), but "
+        f"{argument} is {describe(target)}",
         "Pass the callable, or drop has_aux=True and compute the auxiliary outputs "
         "yourself (a tensor target is its own value: return_value=True returns it)."))
 
@@ -118,17 +145,18 @@ def with_derivative(options, result, derivative):
     return (result[0], derivative) if options.return_value else (derivative, result[1])
 
 
-def check_sample_aux(function: str, aux, why: str = "with distribute= each replica "
-                     "computes the aux of its own samples, joined along the batch axis") -> None:
-    """Aux joined or stacked per sample (`why`): each leaf must be a tensor with a batch
-    axis."""
-    for leaf in tf.nest.flatten(aux):
+def check_sample_aux(function: str, aux, why: str, batch=None) -> None:
+    """Aux joined or stacked per sample (`why`): each leaf must be a tensor whose first axis
+    is the batch (`batch` samples, when known statically); None leaves stay None."""
+    for path, leaf in _paths(aux, "aux"):
         if leaf is None:
             continue
-        if not tf.is_tensor(leaf) or leaf.shape.rank == 0:
+        first = tf.compat.dimension_value(leaf.shape[0]) if leaf.shape.rank else None
+        if leaf.shape.rank == 0 or (None not in (first, batch) and first != batch):
+            got = "rank 0" if leaf.shape.rank == 0 else (
+                f"shape {leaf.shape} for {batch} sample{'s' if batch != 1 else ''}")
             raise ValueError(message(
-                function, f"{why}, so every aux leaf must be a tensor with the batch axis "
-                f"first, but one is {describe(leaf)}"
-                + (" of rank 0" if tf.is_tensor(leaf) else ""),
+                function, f"{why}, so every aux leaf must have the batch axis first, but "
+                f"{path} has {got}",
                 "Return per-sample aux (e.g. the per-sample losses, not their mean), or "
                 "compute the aux outside this call."))

@@ -52,6 +52,28 @@ def test_keras3_model_per_example_gradients_and_batch_jacobian(compile):
 
 
 @needs_keras3
+@pytest.mark.parametrize("route", ["compiled", "uncompiled", "tf.function"])
+def test_keras3_weights_give_a_flat_gauss_newton_jacobian_and_hessian(route):
+    """flat=True over a Keras 3 model's variables, as Gauss-Newton code calls it."""
+    model = _keras3_mlp()
+    x = tf.constant(models.inputs(MLP)[0], tf.float32)
+    weights = model.trainable_weights
+
+    def both():
+        options = {"compile": route != "uncompiled", "flat": True}
+        return (cg.stacked_jacobian(lambda ws: model(x), weights, **options),
+                cg.hessian(lambda ws: tf.reduce_sum(model(x) ** 2), weights, **options))
+
+    jacobian, hessian = tf.function(both)() if route == "tf.function" else both()
+    n = sum(int(np.prod(w.shape)) for w in weights)  # 5*6 + 6 + 6*3 + 3 = 57
+    assert jacobian.shape == (4 * 3, n) and hessian.shape == (n, n)
+    blocks = cg.stacked_jacobian(lambda ws: model(x), weights)
+    np.testing.assert_allclose(jacobian.numpy()[:, :30], blocks[0].numpy().reshape(12, 30),
+                               rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(hessian.numpy(), hessian.numpy().T, rtol=1e-4, atol=1e-5)
+
+
+@needs_keras3
 def test_keras3_weights_are_sources_in_forward_mode():
     model = _keras3_mlp()
     x = tf.constant(models.inputs(MLP)[0], tf.float32)

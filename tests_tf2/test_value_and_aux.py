@@ -24,6 +24,7 @@ from compat_grads.testing.value_checks import (
     options,
     parts,
     per_sample,
+    rows,
     scalar,
 )
 
@@ -41,7 +42,7 @@ def test_eager_uncompiled_calls_f_no_extra_time(name, f, extra, strategy):
     assert_same(derivative, expected[1] if name in TRANSFORMS else expected)
     np.testing.assert_allclose(value.numpy(), f(x).numpy(), rtol=1e-6, atol=1e-6)
     np.testing.assert_array_equal(aux["twice"].numpy(), 2.0 * value.numpy())
-    np.testing.assert_array_equal(aux["first"].numpy(), value.numpy().reshape(-1)[:1])
+    np.testing.assert_array_equal(aux["rows"].numpy(), rows(value).numpy())
 
 
 @pytest.mark.parametrize(("name", "f", "extra", "strategy"), CASES, ids=IDS)
@@ -157,14 +158,44 @@ def test_distribute_joins_the_value_and_aux(name, distribute):
     np.testing.assert_allclose(value.numpy(), f(x).numpy(), rtol=1e-6, atol=1e-6)
     np.testing.assert_array_equal(aux["twice"].numpy(), 2.0 * value.numpy())
     if name.startswith("batch_"):  # each replica's share, joined along the batch axis
-        assert aux["first"].shape[0] == 2
+        np.testing.assert_array_equal(aux["rows"].numpy(), rows(value).numpy())
 
 
-def test_distribute_over_samples_needs_aux_with_a_batch_axis():
+@pytest.mark.parametrize(("aux", "got"), [
+    (lambda x: tf.reduce_sum(x), r"aux has rank 0"),
+    (lambda x: {"mean": tf.reduce_mean(x, axis=0)}, r"aux\['mean'\] has shape \(3,\) for 2 "
+                                                    r"samples")])
+def test_distribute_over_samples_needs_aux_with_a_batch_axis(aux, got):
     with pytest.raises(ValueError, match=r"batch_jacobian: with distribute= each replica "
-                                         r"computes the aux of its own samples.* rank 0"):
-        cg.batch_jacobian(lambda x: (mlp(x), tf.reduce_sum(x)), tf.constant(X),
-                          has_aux=True, distribute=_mirrored())
+                                         r"computes the aux of its own samples.*" + got):
+        cg.batch_jacobian(lambda x: (mlp(x), aux(x)), tf.constant(X), has_aux=True,
+                          distribute=_mirrored())
+
+
+@pytest.mark.parametrize("compile", [True, False])
+def test_aux_must_be_tensors_on_every_route(compile):
+    with pytest.raises(TypeError, match=r"stacked_jacobian: with has_aux=True the aux must be "
+                                        r"a nest of tensors, but aux\['steps'\] is int"):
+        cg.stacked_jacobian(lambda x: (mlp(x), {"steps": 3}), tf.constant(X), has_aux=True,
+                            compile=compile)
+
+
+def test_has_aux_names_f_for_the_transforms():
+    with pytest.raises(TypeError, match=r"jvp: has_aux=True needs a callable f .* but f is"):
+        cg.jvp(tf.constant(X), tf.constant(X), tf.constant(X), has_aux=True)
+
+
+@pytest.mark.parametrize("compile", [True, False])
+def test_a_variable_value_is_a_snapshot(compile):
+    v = tf.Variable([1.0, 2.0])
+    value, _ = cg.stacked_jacobian(lambda s: v * 1.0 + s, tf.constant([0.0, 0.0]),
+                                   return_value=True, compile=compile)
+    w = tf.Variable([1.0, 2.0])
+    value, _ = cg.stacked_jacobian(lambda s: w, [tf.constant(0.0)], return_value=True,
+                                   compile=compile)
+    w.assign([7.0, 8.0])
+    assert isinstance(value, tf.Tensor)
+    np.testing.assert_array_equal(value.numpy(), [1.0, 2.0])
 
 
 def test_flat_needs_gather():
@@ -234,6 +265,27 @@ def test_per_example_gradients_has_aux_from_the_model(independent, compile):
                                                         distribute=_mirrored())
         np.testing.assert_allclose(losses_d.numpy(), losses.numpy(), rtol=1e-5)
         np.testing.assert_allclose(aux_d["hidden"].numpy(), aux["hidden"].numpy(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("independent", [True, False])
+def test_per_example_aux_keeps_none_and_needs_the_batch_axis(independent):
+    w = tf.Variable(np.full((3, 2), 0.3, np.float32))
+    x, y = tf.constant(X), tf.zeros([4, 2])
+
+    def loss(y_true, y_pred):
+        return tf.reduce_sum((y_true - y_pred) ** 2, axis=1)
+
+    _, aux = cg.per_example_gradients(loss, lambda v: (v @ w, {"h": v @ w, "none": None}),
+                                      x, y, weights=[w], has_aux=True, independent=independent)
+    assert aux["none"] is None
+    np.testing.assert_allclose(aux["h"].numpy(), X @ w.numpy(), rtol=1e-6)
+    if independent:  # each example's pass has a batch of 1: a per-feature mean is not per example
+        with pytest.raises(ValueError, match=r"per_example_gradients: per_example_gradients "
+                                             r"runs each example on its own and stacks its aux"
+                                             r".*aux\['mean'\] has shape \(2,\) for 1 sample"):
+            cg.per_example_gradients(
+                loss, lambda v: (v @ w, {"mean": tf.reduce_mean(v @ w, axis=0)}), x, y,
+                weights=[w], has_aux=True)
 
 
 # -- flat=True ---------------------------------------------------------------------------

@@ -52,7 +52,14 @@ class Counted:
         self.calls += 1
         with tf.name_scope("counted_f"):
             y = self.f(x)
-        return (y, {"twice": 2.0 * y, "first": tf.reshape(y, [-1])[:1]}) if self.aux else y
+        return (y, {"twice": 2.0 * y, "rows": rows(y)}) if self.aux else y
+
+
+def rows(y):
+    """The first column of `y`'s rows (per sample: it keeps the batch axis)."""
+    if y.shape.rank == 0:
+        return tf.reshape(y, [1, 1])
+    return tf.reshape(y, [tf.shape(y)[0], -1])[:, :1]
 
 
 def call(name, f, extra, strategy, x, **options):
