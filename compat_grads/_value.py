@@ -18,6 +18,7 @@ import threading
 
 from compat_grads._errors import describe, message
 from compat_grads._models import unwrap_variable
+from compat_grads._structure import leaf_paths
 from compat_grads._tf import tf
 
 _STATE = threading.local()
@@ -33,10 +34,6 @@ def in_rows():
         _STATE.rows -= 1
 
 
-def _graph():
-    return None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
-
-
 class Capture:
     """The callable target `f` as the computation calls it: `f` itself with `aux` split off,
     and the first usable `(y, aux)` kept.
@@ -45,7 +42,9 @@ class Capture:
 
     def __init__(self, function: str, f, has_aux: bool):
         self.function, self.__wrapped__, self.has_aux = function, f, has_aux
-        self._graph, self._records = _graph(), []
+        # The graph being built when the call path started (eager code has its own): a call
+        # made in another one (a function traced inside) leaves tensors the caller cannot use.
+        self._graph, self._records = tf.compat.v1.get_default_graph(), []
         self.last = None
         """`(y, aux)` of the latest call, wherever it was made (a row's own pass)."""
 
@@ -55,7 +54,7 @@ class Capture:
         if self.has_aux:
             _check_aux(self.function, aux)
         self.last = (y, aux)
-        if not getattr(_STATE, "rows", 0) and _graph() is self._graph:
+        if not getattr(_STATE, "rows", 0) and tf.compat.v1.get_default_graph() is self._graph:
             self._records.append((y, aux))
         return y
 
@@ -87,7 +86,7 @@ def split_aux(function: str, out):
 
 def _check_aux(function: str, aux) -> None:
     """aux is a nest of tensors (it may leave a compiled function) or None."""
-    for path, leaf in _paths(aux, "aux"):
+    for path, leaf in zip(leaf_paths(aux, "aux"), tf.nest.flatten(aux)):
         if leaf is not None and not tf.is_tensor(leaf) and not isinstance(
                 unwrap_variable(leaf), tf.Variable):
             raise TypeError(message(
@@ -95,15 +94,6 @@ def _check_aux(function: str, aux) -> None:
                 f"is {describe(leaf)}",
                 "Return it as a tensor (tf.constant(...)), or keep it out of aux: it may "
                 "leave a compiled tf.function, which returns tensors only."))
-
-
-def _paths(nest, prefix):
-    if isinstance(nest, dict):
-        return [p for key in sorted(nest, key=str)
-                for p in _paths(nest[key], f"{prefix}[{key!r}]")]
-    if isinstance(nest, (list, tuple)) and not hasattr(nest, "_fields"):
-        return [p for i, item in enumerate(nest) for p in _paths(item, f"{prefix}[{i}]")]
-    return [(prefix, nest)]
 
 
 def _returned(out) -> str:
@@ -148,7 +138,7 @@ def with_derivative(options, result, derivative):
 def check_sample_aux(function: str, aux, why: str, batch=None) -> None:
     """Aux joined or stacked per sample (`why`): each leaf must be a tensor whose first axis
     is the batch (`batch` samples, when known statically); None leaves stay None."""
-    for path, leaf in _paths(aux, "aux"):
+    for path, leaf in zip(leaf_paths(aux, "aux"), tf.nest.flatten(aux)):
         if leaf is None:
             continue
         first = tf.compat.dimension_value(leaf.shape[0]) if leaf.shape.rank else None
