@@ -14,11 +14,17 @@ from compat_grads._errors import DerivativeError, ModeError, VectorizationWarnin
 if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and IDEs
     from compat_grads._compile import clear_cache
     from compat_grads.api import (
+        batch_divergence,
         batch_hessian,
+        batch_hessian_diagonal,
         batch_jacobian,
+        batch_laplacian,
+        divergence,
         hessian,
+        hessian_diagonal,
         hvp,
         jvp,
+        laplacian,
         per_element_gradients,
         per_example_gradients,
         stacked_jacobian,
@@ -30,9 +36,10 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and
 __version__ = "0.1.0"
 
 _LAZY = {
-    **dict.fromkeys(("batch_hessian", "batch_jacobian", "hessian", "hvp", "jvp",
-                     "per_element_gradients", "per_example_gradients", "stacked_jacobian",
-                     "vjp"), "compat_grads.api"),
+    **dict.fromkeys(("batch_divergence", "batch_hessian", "batch_hessian_diagonal",
+                     "batch_jacobian", "batch_laplacian", "divergence", "hessian",
+                     "hessian_diagonal", "hvp", "jvp", "laplacian", "per_element_gradients",
+                     "per_example_gradients", "stacked_jacobian", "vjp"), "compat_grads.api"),
     "check_derivatives": "compat_grads.testing",  # loads compat_grads.testing on first use
     "clear_cache": "compat_grads._compile",
     "execution_mode": "compat_grads.dispatch",
@@ -42,14 +49,20 @@ __all__ = [
     "DerivativeError",
     "ModeError",
     "VectorizationWarning",
+    "batch_divergence",
     "batch_hessian",
+    "batch_hessian_diagonal",
     "batch_jacobian",
+    "batch_laplacian",
     "check_derivatives",
     "clear_cache",
+    "divergence",
     "execution_mode",
     "hessian",
+    "hessian_diagonal",
     "hvp",
     "jvp",
+    "laplacian",
     "per_element_gradients",
     "per_example_gradients",
     "stacked_jacobian",

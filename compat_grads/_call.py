@@ -181,7 +181,7 @@ def _compiled_or_run(spec, target, args, options, body):
             and dispatch.runs_eagerly()):
         key = (spec.name, options.how, options.independent, options.loss_fn,
                _distribute.hashable(options.distribute), options.gather, options.has_aux,
-               options.return_value, options.flat)
+               options.return_value, options.flat, options.estimator)
         if run_compiled := _compile.compiled(target, args, key, body, options.jit_compile,
                                              spec.bind_sources):
             return run_compiled()

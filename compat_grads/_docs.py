@@ -67,6 +67,22 @@ PARAGRAPHS = {
                            "target and the source, every statically known dimension kept.",
     "flat_batch_hessian": "flat: return `[b, n, n]`, n the per-sample size of the source, "
                           "every statically known dimension kept.",
+    "method": 'method: "exact" (the default; never builds the Hessian or Jacobian it is '
+              'the diagonal of) or "hutchinson" (an unbiased random estimate from '
+              "`num_samples` Rademacher probes: each costs one Hessian- or Jacobian-vector "
+              "product, whatever the size of the source).",
+    "num_samples": 'num_samples: with method="hutchinson", how many probes to average '
+                   "(default 64); the standard error falls as 1/sqrt(num_samples).",
+    "seed": "seed: an int: the probes come from a stateless generator, so one seed gives the "
+            "same probes, and the same estimate, in every mode and route (TF1 graph "
+            "included).",
+    "return_std": "return_std: with method=\"hutchinson\", return `(estimate, standard "
+                  "error)` (the probes' sample standard deviation over sqrt(num_samples)) "
+                  "instead of the estimate.",
+    "independent_traces": "independent: whether samples are independent (y[s] depends on "
+                          "x[s] only); False computes the exact per-sample values when "
+                          "samples interact (BatchNorm in training mode, attention across "
+                          "the batch), at b times the cost, with method=\"exact\" only.",
     "gather": "gather: with `distribute`, return one result (True), or the pieces (False): "
               "the strategy's per-replica values, or a list with one result per device.",
 }

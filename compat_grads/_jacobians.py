@@ -173,13 +173,13 @@ def hessian_blocks(backend, flat, how):
             return jacobian_blocks(gradient, flat, outer)
         return _hessian_pairs(backend, flat, outer)
 
-    raw = _second_order(backend, how, compute)
+    raw = second_order(backend, how, compute)
     return [[_finish(raw[i][j], [_shapes(target), _shapes(x_i), _shapes(x_j)],
                      st.dtype_of(x_j), how.unconnected)
              for j, x_j in enumerate(flat)] for i, x_i in enumerate(flat)]
 
 
-def _second_order(backend, how, compute):
+def second_order(backend, how, compute):
     """`compute(how with the outer direction)`. "auto" is forward-over-reverse where the
     backend runs a callable forward (tape), reverse-over-reverse in graphs, and falls back to
     reverse when TensorFlow cannot push tangents through a gradient (a tf.cond's, for one)."""
@@ -242,7 +242,7 @@ def batch_hessian_block(backend, source, how):
     _memory.check(backend.function, how, [  # the gradient is shaped like the source
         (st.per_sample_size(source), _memory.nbytes(source), _memory.nbytes(source))])
     gradient = backend.vjp_backend(lambda targets: [tf.ones_like(targets[0])])
-    return _second_order(backend, how, lambda outer: batch_jacobian_block(
+    return second_order(backend, how, lambda outer: batch_jacobian_block(
         gradient, source, outer))
 
 

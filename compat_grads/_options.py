@@ -17,6 +17,9 @@ from compat_grads._tf import tf
 
 STRATEGIES = ("auto", "reverse", "forward", "loop")
 UNCONNECTED = ("none", "zero")
+METHODS = ("exact", "hutchinson")
+DEFAULT_PROBES = 64
+"""Hutchinson probes when `num_samples` is not given."""
 
 MAX_BYTES = 16 * 2**30
 """The default `max_bytes`: 16 GiB. A fixed number, not a share of this machine's memory, so
@@ -50,6 +53,22 @@ class How:
 
 
 @dataclasses.dataclass(frozen=True)
+class Estimator:
+    """How a trace or a diagonal is computed: "exact", or Hutchinson's estimate from
+    `num_samples` Rademacher probes drawn from the stateless `seed` (the same probes, so the
+    same estimate, on every route); `return_std` adds the estimate's standard error."""
+
+    method: str = "exact"
+    num_samples: int | None = None
+    seed: int = 0
+    return_std: bool = False
+
+    @property
+    def probes(self) -> int:
+        return self.num_samples or DEFAULT_PROBES
+
+
+@dataclasses.dataclass(frozen=True)
 class Options:
     """A public call's checked options: `how` for the math, the rest for the call path
     (`compat_grads._call`). Immutable, so a piece of a `distribute=` split or a compiled
@@ -66,6 +85,7 @@ class Options:
     has_aux: bool = False
     return_value: bool = False
     flat: bool = False
+    estimator: Estimator = Estimator()
 
     @property
     def valued(self) -> bool:
@@ -86,7 +106,28 @@ def check(function: str, *, compile, jit_compile, distribute=None, gather=True,
     return Options(how, checked.get("tape"), checked.get("independent", True),
                    checked.get("loss_fn"), *flags, distribute, gather,
                    checked.get("has_aux", False), checked.get("return_value", False),
-                   checked.get("flat", False))
+                   checked.get("flat", False), _estimator(function, checked))
+
+
+def _estimator(function, checked) -> Estimator:
+    """The checked estimator options, with the rules between them: probes only for an
+    estimate, a standard error from at least two of them."""
+    estimator = Estimator(checked.get("method", "exact"), checked.get("num_samples"),
+                          checked.get("seed", 0), checked.get("return_std", False))
+    if estimator.method == "exact":
+        for name, given in (("num_samples", estimator.num_samples is not None),
+                            ("return_std", estimator.return_std)):
+            if given:
+                raise ValueError(message(
+                    function, f"{name}= needs method='hutchinson' (an estimate), but "
+                    "method='exact' computes the exact value", f"Drop {name}=, or pass "
+                    "method='hutchinson' to estimate it from random probes."))
+    elif estimator.return_std and estimator.probes < 2:
+        raise ValueError(message(
+            function, "return_std=True needs num_samples of at least 2 (a standard error "
+            "from one probe is undefined), but got num_samples=1",
+            "Pass num_samples=2 or more, or drop return_std=."))
+    return estimator
 
 
 def _check_bool(function, name, value):
@@ -127,6 +168,19 @@ def _check_count(what):
     return check_one
 
 
+def _check_seed(function, name, value):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(message(
+            function, f"seed must be a Python int, but got {_shown(value)}",
+            "Pass an int such as seed=0: the probes come from a stateless generator, so "
+            "one seed gives the same estimate on every route (a tensor or a tf.random "
+            "Generator would not)."))
+    if not -2**63 <= value < 2**63:
+        raise ValueError(message(function, f"seed must fit in 64 bits, but got {value}",
+                                 "Pass a smaller int."))
+    return int(value)
+
+
 def _check_tape(function, name, value):
     if value is not None and not isinstance(value, tf.GradientTape):
         raise TypeError(message(
@@ -165,6 +219,12 @@ _CHECKS = {
     "chunk_size": _check_count("how many rows (or columns) may be in flight at once"),
     "max_bytes": _check_count("the most memory, in bytes, the result and the rows in "
                               "flight may take"),
+    "method": _check_choice(
+        METHODS, f"one of {_listed(METHODS)}",
+        "Use 'exact' (the default) or 'hutchinson' for a random estimate."),
+    "num_samples": _check_count("how many random probes the estimate averages"),
+    "seed": _check_seed,
+    "return_std": _check_bool,
     "independent": _check_bool,
     "has_aux": _check_bool,
     "return_value": _check_bool,

@@ -9,6 +9,7 @@ TensorLike = Union[tf.Tensor, tf.Variable]
 Nest = Any
 """A tensor, a variable, or a list / tuple / dict nest of them."""
 Target = Union[tf.Tensor, Callable[[Nest], tf.Tensor]]
+Method = Literal["exact", "hutchinson"]
 Strategy = Literal["auto", "reverse", "forward", "loop"]
 Unconnected = Union[Literal["none", "zero"], tf.UnconnectedGradients]
 Mode = Literal["graph", "function", "eager"]

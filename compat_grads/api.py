@@ -8,8 +8,10 @@ from compat_grads._options import MAX_BYTES
 from compat_grads._tf import tf
 from compat_grads._types import Nest, Strategy, Target, TensorLike, Unconnected
 
-__all__ = ["batch_hessian", "batch_jacobian", "hessian", "hvp", "jvp", "per_element_gradients",
-           "per_example_gradients", "stacked_jacobian", "vjp"]
+__all__ = ["batch_divergence", "batch_hessian", "batch_hessian_diagonal", "batch_jacobian",
+           "batch_laplacian", "divergence", "hessian", "hessian_diagonal", "hvp", "jvp",
+           "laplacian", "per_element_gradients", "per_example_gradients", "stacked_jacobian",
+           "vjp"]
 
 
 @_call.public
@@ -370,3 +372,11 @@ def vjp(f, primals: Nest, cotangents: Nest, *, compile: bool = True,
 # The second-order functions live in their own module (this one would pass 500 lines): they
 # are part of this module's public names all the same.
 from compat_grads._api_second_order import batch_hessian, hessian, hvp  # noqa: E402
+from compat_grads._api_traces import (  # noqa: E402
+    batch_divergence,
+    batch_hessian_diagonal,
+    batch_laplacian,
+    divergence,
+    hessian_diagonal,
+    laplacian,
+)

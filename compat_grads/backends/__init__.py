@@ -67,6 +67,11 @@ class Backend:
     def forward_per_row(self):
         return None
 
+    def differentiated(self) -> list:
+        """The sources as the target's graph holds them (a resource variable's handle, the
+        captured copy of an eager tensor), for walks over its ops."""
+        return graph_sources(self.sources)
+
     def path_ops(self) -> list:
         """The graph ops on a path from the sources to the targets (what a row
         differentiates; empty for eager tensors, which have none)."""
@@ -79,6 +84,17 @@ class Backend:
     def _derived(self, **changes) -> Problem:
         return dataclasses.replace(self._problem, **{
             "nested_target": True, "tape": None, "order": self._problem.order + 1, **changes})
+
+
+def graph_sources(flat):
+    """The sources as tensors of the graph being built: a resource variable's handle (it is
+    differentiated through it), the captured copy of an eager tensor in a tf.function."""
+    return [tf.convert_to_tensor(x.handle) if _is_resource_variable(x)
+            else x if isinstance(x, tf.Variable) else tf.convert_to_tensor(x) for x in flat]
+
+
+def _is_resource_variable(x):
+    return isinstance(x, tf.Variable) and hasattr(x, "handle")
 
 
 def linear_push(dummies, linear, differentiate):

@@ -8,7 +8,7 @@ from compat_grads._graph_walk import between
 from compat_grads._python_ops import PYTHON_OP_TYPES, python_op
 from compat_grads._structure import densify, pairs, zeros_for_none
 from compat_grads._tf import tf
-from compat_grads.backends import Backend, first_derivative, linear_push
+from compat_grads.backends import Backend, first_derivative, graph_sources, linear_push
 
 # TF1 (v1) control flow. pfor cannot vectorize gradients through it reliably: reverse mode
 # through a v1 tf.cond builds but fails at run time ("Retval[0] does not have value").
@@ -31,7 +31,7 @@ class GraphBackend(Backend):
         # inside a loop body): a loop body resolving them itself would capture its own copy
         # (of a variable's handle, of an eager tensor a tf.function captures), which the
         # target does not depend on, and tf.gradients would return None.
-        self._sources = _graph_sources(problem.flat) if sources is None else sources
+        self._sources = graph_sources(problem.flat) if sources is None else sources
 
     @functools.cached_property
     def _output(self):
@@ -69,6 +69,9 @@ class GraphBackend(Backend):
         grads = first_derivative(self.function, lambda: self.vjp_fn()(cotangents))
         return GraphBackend(self._derived(target=zeros_for_none(grads, self._problem.flat),
                                           fn=None), self._sources)
+
+    def differentiated(self) -> list:
+        return self._sources
 
     def path_ops(self) -> list:
         """The ops between the sources as tf.gradients sees them (handles, captured copies)
@@ -141,17 +144,6 @@ class GraphBackend(Backend):
             "no second derivative: use first-order reverse mode (stacked_jacobian or "
             "batch_jacobian with strategy='reverse', or vjp; per-element gradients are the "
             "Jacobian summed over the source's axes), or run it in TF2 (control flow v2)."))
-
-
-def _graph_sources(flat):
-    """The sources as tensors of the graph being built: a resource variable's handle (it is
-    differentiated through it), the captured copy of an eager tensor in a tf.function."""
-    return [tf.convert_to_tensor(x.handle) if _is_resource_variable(x)
-            else x if isinstance(x, tf.Variable) else tf.convert_to_tensor(x) for x in flat]
-
-
-def _is_resource_variable(x):
-    return isinstance(x, tf.Variable) and hasattr(x, "handle")
 
 
 def _enclosing_contexts():

@@ -1,0 +1,241 @@
+"""Hessian diagonals, Laplacians and divergences, composed from a backend's primitives.
+
+Exact values never build the Hessian (or the Jacobian) they are the diagonal of:
+
+- in a graph, the forward Laplacian (`compat_grads._forward_laplacian`) pushes each
+  tensor's first and second derivatives along the n one-hot directions through the target's
+  ops in one pass, where every op on the path has a rule;
+- otherwise (eager code, an op without a rule: then with a `VectorizationWarning`) it takes
+  n forward-over-reverse products against one-hot tangents, each reduced to its one diagonal
+  element inside the row, vectorized and chunked by `compat_grads._stacking`.
+
+Estimates are Hutchinson's: the mean of vᵀHv (v ⊙ Hv for a diagonal, vᵀJv for a divergence)
+over Rademacher probes v drawn by a stateless generator from the seed, so every route draws
+the same probes and gives the same estimate.
+"""
+
+from __future__ import annotations
+
+import math
+
+from compat_grads import _forward_laplacian, _graph_walk, _jacobians, _memory
+from compat_grads import _structure as st
+from compat_grads._errors import VectorizationWarning, message, warn
+from compat_grads._jacobians import _only
+from compat_grads._stacking import stack
+from compat_grads._tf import tf
+
+# -- exact -----------------------------------------------------------------------------------
+
+
+def diagonals(backend, flat, how, batched=False, summed=False):
+    """Per source, the Hessian diagonal of the scalar target (`x.shape`), or of each sample's
+    scalar (`batched`: `[b] + x.shape[1:]`); with `summed`, its sum (a scalar, or `[b]`).
+    None where the source does not reach the gradient."""
+    fast = _propagated(backend, flat, batched, summed)
+    if fast is not None:
+        return fast
+    gradient = backend.vjp_backend(lambda targets: [tf.ones_like(targets[0])])
+    return _jacobians.second_order(backend, how, lambda outer: [
+        _diagonal_of(gradient, flat, k, outer, batched, summed) for k in range(len(flat))])
+
+
+def _diagonal_of(gradient, flat, k, how, batched, summed):
+    """Source k's diagonal: row j is element j of the product of the gradient's derivative
+    with the one-hot direction j (a column of H_kk forward, a row backward)."""
+    x = flat[k]
+    forward = how.strategy == "forward"
+
+    def row(j):
+        unit = _only(k, st.one_hot_like(x, j, st.dtype_of(x), batched), len(flat))
+        if forward:
+            product = gradient.jvp_fn()(unit)[k]
+        else:
+            product = gradient.vjp_fn()(unit)[k]
+        return [None if product is None else _element(product, j, batched)]
+
+    count = st.per_sample_size(x) if batched else st.size(x)
+    like = _element(x, 0, batched)
+    _memory.check(gradient.function, how, [(count, _memory.nbytes(x), _memory.nbytes(like))])
+    (rows,) = stack(gradient, row, count, [like], how, forward or gradient.vjp_reusable)
+    if rows is None:
+        return None
+    diagonal = tf.transpose(rows) if batched else rows  # [n] or [n, b] -> [b, n]
+    return _shaped(tf.cast(diagonal, st.dtype_of(x)), x, batched, summed)
+
+
+def _element(product, j, batched):
+    """Element j of each sample of `product` (shaped like its source), or of the whole."""
+    if batched:
+        return tf.gather(tf.reshape(product, [tf.shape(product)[0], -1]), j, axis=1)
+    return tf.gather(tf.reshape(product, [-1]), j)
+
+
+def _shaped(diagonal, x, batched, summed):
+    """`[n]` (or `[b, n]`) diagonal elements as the result: shaped like x, or summed."""
+    if summed:
+        return tf.reduce_sum(diagonal, axis=-1)
+    return st.reshape(diagonal, tf.shape(x), x.shape)
+
+
+def _propagated(backend, flat, batched, summed):
+    """The forward Laplacian's diagonals (or sums), or None where it does not apply: eager
+    tensors have no graph to walk; an op without a rule warns and takes the products."""
+    target = backend.target
+    if _graph_walk.op_of(target) is None:
+        return None
+    try:
+        found = [_forward_laplacian.propagate(target, x, batched=batched, summed=summed)
+                 for x in backend.differentiated()]
+    except _forward_laplacian.Unsupported as err:
+        warn(message(backend.function, f"the forward Laplacian has no rule for {err.reason}",
+                     "Computed with forward-over-reverse products instead: same values, "
+                     "slower."), VectorizationWarning)
+        return None
+    return [None if s is None else _from_propagated(s, target, x, batched, summed)
+            for s, x in zip(found, flat)]
+
+
+def _from_propagated(second, target, x, batched, summed):
+    """`propagate`'s result (`y.shape`, or `[n] + y.shape`) as `_shaped`'s."""
+    dtype = st.dtype_of(x)
+    if summed:
+        shape = tf.shape(target)[:1] if batched else []
+        return tf.cast(tf.reshape(second, shape), dtype)
+    n = st.per_sample_size(x) if batched else st.size(x)
+    columns = tf.reshape(second, [n, -1])  # [n, b] (batched) or [n, 1]
+    return _shaped(tf.cast(tf.transpose(columns) if batched else columns[:, 0], dtype), x,
+                   batched, False)
+
+
+def coupled_diagonal(backend, x, how):
+    """`[b] + x.shape[1:]`: d² y[s] / d x[s, j]², from the derivative of each sample's own
+    gradient (row p = s·n + j: the gradient of y[s], built in the row, then its product
+    with the one-hot at flat element p). Exact when samples interact, at b·n products, and
+    one loop, never a loop inside a loop (as `_jacobians` builds a non-scalar Hessian)."""
+    target, n = backend.target, st.per_sample_size(x)
+    forward = how.strategy == "forward"
+
+    def row(p):
+        gradient = backend.vjp_backend(lambda targets: [
+            st.one_hot_like(targets[0], p // n, st.dtype_of(targets[0]), False)])
+        unit = [st.one_hot_like(x, p, st.dtype_of(x), False)]
+        (product,) = gradient.jvp_fn()(unit) if forward else gradient.vjp_fn()(unit)
+        return [None if product is None else _element(product, p, False)]
+
+    like = _element(x, 0, False)
+    _memory.check(backend.function, how, [(st.size(x), _memory.nbytes(x),
+                                           _memory.nbytes(like))])
+    (rows,) = stack(backend, row, st.size(target) * n, [like], how,
+                    forward or backend.vjp_reusable)
+    if rows is None:
+        return None
+    return st.reshape(tf.cast(rows, st.dtype_of(x)), tf.shape(x), x.shape)
+
+
+def traces_of_jacobian(backend, source, how, batched=False):
+    """The trace of the square Jacobian of the target (`y.shape == x.shape`): a scalar, or
+    one per sample (`[b]`). Row j is element j of the product with the one-hot j."""
+    how = how.using(_jacobians.choose_strategy(how.strategy, 1, 1,
+                                               backend.forward_per_row() is None))
+    forward = how.strategy == "forward"
+    push = backend.jvp_fn() if forward else None
+    pull = None if forward else backend.vjp_fn()
+
+    def row(j):
+        unit = st.one_hot_like(source, j, st.dtype_of(source), batched)
+        (product,) = push([unit]) if forward else pull([tf.cast(unit, st.dtype_of(
+            backend.target))])
+        return [None if product is None else _element(product, j, batched)]
+
+    count = st.per_sample_size(source) if batched else st.size(source)
+    like = _element(source, 0, batched)
+    _memory.check(backend.function, how, [(count, _memory.nbytes(source),
+                                           _memory.nbytes(like))])
+    (rows,) = stack(backend, row, count, [like], how, forward or backend.vjp_reusable)
+    if rows is None:
+        return None
+    return tf.cast(tf.reduce_sum(rows, axis=0), st.dtype_of(source))
+
+
+# -- Hutchinson -----------------------------------------------------------------------------
+
+
+def probes(x, estimator, k, batched):
+    """`[num_samples] + x.shape` Rademacher (±1) probes for source k, from the stateless
+    seed: the same on every route, in every mode."""
+    shape = tf.concat([[estimator.probes], tf.shape(x)], 0)
+    seed = tf.constant([estimator.seed, k], tf.int64)
+    bits = tf.random.stateless_uniform(shape, seed, minval=0, maxval=2, dtype=tf.int32)
+    out = tf.cast(2 * bits - 1, st.dtype_of(x))
+    out.set_shape(tf.TensorShape([estimator.probes]).concatenate(x.shape))
+    return out
+
+
+def estimated_diagonals(backend, flat, how, estimator, batched=False, summed=False):
+    """Hutchinson's estimates of `diagonals`: the mean of v ⊙ Hv (summed over each sample's
+    elements, and over the sources, for a Laplacian), as (estimates, standard errors)."""
+    gradient = backend.vjp_backend(lambda targets: [tf.ones_like(targets[0])])
+    vs = [probes(x, estimator, k, batched) for k, x in enumerate(flat)]
+
+    def compute(outer):
+        forward = outer.strategy == "forward"
+
+        def row(i):
+            v = [p[i] for p in vs]
+            products = gradient.jvp_fn()(v) if forward else gradient.vjp_fn()(v)
+            terms = [None if hv is None else tf.cast(hv, st.dtype_of(x)) * vi
+                     for hv, vi, x in zip(products, v, flat)]
+            return [_summed_terms(terms, flat, batched)] if summed else terms
+        like = [_summed_terms(flat, flat, batched)] if summed else flat
+        return stack(gradient, row, estimator.probes, like, outer,
+                     forward or gradient.vjp_reusable)
+
+    samples = _jacobians.second_order(backend, how, compute)
+    return [_mean_and_error(s, estimator) for s in samples]
+
+
+def estimated_trace_of_jacobian(backend, source, how, estimator, batched=False):
+    """Hutchinson's estimate of `traces_of_jacobian`: the mean of vᵀJv."""
+    how = how.using(_jacobians.choose_strategy(how.strategy, 1, 1,
+                                               backend.forward_per_row() is None))
+    forward = how.strategy == "forward"
+    (vs,) = [probes(source, estimator, 0, batched)]
+    push = backend.jvp_fn() if forward else None
+    pull = None if forward else backend.vjp_fn()
+
+    def row(i):
+        v = vs[i]
+        (product,) = push([v]) if forward else pull([tf.cast(v, st.dtype_of(backend.target))])
+        return [None if product is None else _summed_terms(
+            [tf.cast(product, st.dtype_of(source)) * v], [source], batched)]
+
+    (samples,) = stack(backend, row, estimator.probes,
+                       [_summed_terms([source], [source], batched)], how,
+                       forward or backend.vjp_reusable)
+    return _mean_and_error(samples, estimator)
+
+
+def _summed_terms(terms, flat, batched):
+    """Σ over the sources of each term's elements (each sample's, when `batched`); None when
+    every term is None."""
+    kept = [t for t in terms if t is not None]
+    if not kept:
+        return None
+    dtype = st.dtype_of(flat[0])
+    if batched:
+        return tf.add_n([tf.reduce_sum(tf.reshape(t, [tf.shape(t)[0], -1]), 1) for t in kept])
+    return tf.add_n([tf.cast(tf.reduce_sum(t), dtype) for t in kept])
+
+
+def _mean_and_error(samples, estimator):
+    """(the mean over the probe axis, its standard error: the sample standard deviation over
+    √num_samples), or (None, None)."""
+    if samples is None:
+        return None, None
+    count = estimator.probes
+    mean = tf.reduce_mean(samples, axis=0)
+    if count < 2:
+        return mean, None
+    spread = tf.reduce_sum(tf.square(samples - mean), axis=0) / (count - 1)
+    return mean, tf.sqrt(spread) / math.sqrt(count)
