@@ -51,6 +51,15 @@ def _distribute_exact(name, options):
             f"{options.estimator.method!r}", "Drop distribute=, or use method='exact'."))
 
 
+def _exact_only(name, options):
+    if options.estimator.method != "exact":
+        raise ValueError(message(
+            name, "independent=False computes each sample's exact values from the whole "
+            "batch, which an estimate cannot (its probes would mix the samples), but got "
+            f"method={options.estimator.method!r}", "Pass method='exact' with "
+            "independent=False, or independent=True when samples do not interact."))
+
+
 # -- results -------------------------------------------------------------------------------
 
 
@@ -104,6 +113,8 @@ def _laplacian(name, target, args, options):
 
 def _batch_diagonal(name, target, args, options, summed=False):
     _distribute_exact(name, options)
+    if not options.independent:
+        _exact_only(name, options)
     (source,) = args
     problem = st.make_problem(name, target, source, argument="source")
     (x,) = _specs._single_source(name, problem)

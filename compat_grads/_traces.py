@@ -45,13 +45,11 @@ def _diagonal_of(gradient, flat, k, how, batched, summed):
     with the one-hot direction j (a column of H_kk forward, a row backward)."""
     x = flat[k]
     forward = how.strategy == "forward"
+    product_of = _products(gradient, forward)
 
     def row(j):
         unit = _only(k, st.one_hot_like(x, j, st.dtype_of(x), batched), len(flat))
-        if forward:
-            product = gradient.jvp_fn()(unit)[k]
-        else:
-            product = gradient.vjp_fn()(unit)[k]
+        product = product_of(unit)[k]
         return [None if product is None else _element(product, j, batched)]
 
     count = st.per_sample_size(x) if batched else st.size(x)
@@ -62,6 +60,21 @@ def _diagonal_of(gradient, flat, k, how, batched, summed):
         return None
     diagonal = tf.transpose(rows) if batched else rows  # [n] or [n, b] -> [b, n]
     return _shaped(tf.cast(diagonal, st.dtype_of(x)), x, batched, summed)
+
+
+def _products(backend, forward):
+    """The backend's products with directions (J·v forward, vᵀJ backward), set up here,
+    outside the rows: a tape records its target once, where the call is built."""
+    return backend.jvp_fn() if forward else backend.vjp_fn()
+
+
+def _square_products(backend, forward):
+    """`_products` of a square Jacobian with one direction shaped like the source (a
+    cotangent in the target's dtype)."""
+    product_of = _products(backend, forward)
+    if forward:
+        return lambda v: product_of([v])
+    return lambda v: product_of([tf.cast(v, st.dtype_of(backend.target))])
 
 
 def _element(product, j, batched):
@@ -139,13 +152,10 @@ def traces_of_jacobian(backend, source, how, batched=False):
     how = how.using(_jacobians.choose_strategy(how.strategy, 1, 1,
                                                backend.forward_per_row() is None))
     forward = how.strategy == "forward"
-    push = backend.jvp_fn() if forward else None
-    pull = None if forward else backend.vjp_fn()
+    product_of = _square_products(backend, forward)
 
     def row(j):
-        unit = st.one_hot_like(source, j, st.dtype_of(source), batched)
-        (product,) = push([unit]) if forward else pull([tf.cast(unit, st.dtype_of(
-            backend.target))])
+        (product,) = product_of(st.one_hot_like(source, j, st.dtype_of(source), batched))
         return [None if product is None else _element(product, j, batched)]
 
     count = st.per_sample_size(source) if batched else st.size(source)
@@ -180,10 +190,11 @@ def estimated_diagonals(backend, flat, how, estimator, batched=False, summed=Fal
 
     def compute(outer):
         forward = outer.strategy == "forward"
+        product_of = _products(gradient, forward)
 
         def row(i):
             v = [p[i] for p in vs]
-            products = gradient.jvp_fn()(v) if forward else gradient.vjp_fn()(v)
+            products = product_of(v)
             terms = [None if hv is None else tf.cast(hv, st.dtype_of(x)) * vi
                      for hv, vi, x in zip(products, v, flat)]
             return [_summed_terms(terms, flat, batched)] if summed else terms
@@ -201,12 +212,11 @@ def estimated_trace_of_jacobian(backend, source, how, estimator, batched=False):
                                                backend.forward_per_row() is None))
     forward = how.strategy == "forward"
     (vs,) = [probes(source, estimator, 0, batched)]
-    push = backend.jvp_fn() if forward else None
-    pull = None if forward else backend.vjp_fn()
+    product_of = _square_products(backend, forward)
 
     def row(i):
         v = vs[i]
-        (product,) = push([v]) if forward else pull([tf.cast(v, st.dtype_of(backend.target))])
+        (product,) = product_of(v)
         return [None if product is None else _summed_terms(
             [tf.cast(product, st.dtype_of(source)) * v], [source], batched)]
 

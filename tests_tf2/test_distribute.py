@@ -77,7 +77,8 @@ def _within_tolerance(got, want):
         assert tolerances.scaled_error(g, w) <= tolerances.TOLERANCE["float32"]
 
 
-SPLITS_SAMPLES = ("batch_jacobian", "batch_hessian", "per_example_gradients")
+SPLITS_SAMPLES = ("batch_jacobian", "batch_hessian", "per_example_gradients",
+                  "batch_hessian_diagonal", "batch_laplacian", "batch_divergence")
 
 
 def _close(got, want, tolerance=2e-5):
@@ -101,6 +102,13 @@ CALLS = {
     "hessian": (lambda **k: cg.hessian(_energy, tf.constant(X), **k), _energy_oracle),
     "batch_hessian": (lambda **k: cg.batch_hessian(_per_sample, tf.constant(X), **k),
                       _per_sample_hessian_oracle),
+    "batch_hessian_diagonal": (
+        lambda **k: cg.batch_hessian_diagonal(_per_sample, tf.constant(X), **k),
+        lambda: np.diagonal(_per_sample_hessian_oracle(), axis1=1, axis2=2)),
+    "batch_laplacian": (lambda **k: cg.batch_laplacian(_per_sample, tf.constant(X), **k),
+                        lambda: np.trace(_per_sample_hessian_oracle(), axis1=1, axis2=2)),
+    "batch_divergence": (lambda **k: cg.batch_divergence(tf.sin, tf.constant(X), **k),
+                         lambda: np.cos(X).sum(axis=1)),
 }
 
 
@@ -122,6 +130,15 @@ def test_distribute_equals_one_device_and_the_oracle(name, mode, on):
     want = call()
     (_within_tolerance if name in SPLITS_SAMPLES else _same)(got, want)
     _close(got, oracle())
+
+
+@pytest.mark.parametrize("name", ["batch_laplacian", "batch_divergence"])
+def test_an_estimate_is_not_split(name):
+    """Each piece would draw its own probes: the estimate would depend on the split."""
+    call, _ = CALLS[name]
+    with pytest.raises(ValueError, match=rf"compat_grads\.{name}: distribute= splits the "
+                       r"samples.*method='hutchinson'.*use method='exact'"):
+        call(distribute=mirrored(2), method="hutchinson")
 
 
 @pytest.mark.parametrize("name", ["stacked_jacobian rows (reverse)", "batch_jacobian",

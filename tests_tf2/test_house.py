@@ -115,8 +115,9 @@ def test_only_the_shim_asks_the_mode():
     assert askers == {"compat_grads.dispatch"}
 
 
-API_MODULES = ("api.py", "_api_second_order.py")
-"""The public functions' modules: `api` and the second-order family it re-exports."""
+API_MODULES = ("api.py", "_api_second_order.py", "_api_traces.py")
+"""The public functions' modules: `api` and the second-order and trace families it
+re-exports."""
 
 
 def _public_functions():

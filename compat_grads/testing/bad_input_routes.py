@@ -65,8 +65,11 @@ TOL = tolerances.TOLERANCE["float32"]
 STRATEGIES = ("reverse", "forward", "loop")
 _SAME = object()
 
+SECOND_ORDER_TRACES = ("hessian_diagonal", "laplacian", "batch_hessian_diagonal",
+                       "batch_laplacian")
+TRACES = (*SECOND_ORDER_TRACES, "divergence", "batch_divergence")
 FUNCTIONS = ("stacked_jacobian", "per_element_gradients", "batch_jacobian",
-             "per_example_gradients", "hessian", "batch_hessian", "jvp", "vjp", "hvp")
+             "per_example_gradients", "hessian", "batch_hessian", "jvp", "vjp", "hvp", *TRACES)
 MATERIALISING = ("stacked_jacobian", "batch_jacobian", "per_example_gradients", "hessian",
                  "batch_hessian")
 FIRST_ORDER = ("stacked_jacobian", "per_element_gradients", "batch_jacobian")
@@ -74,14 +77,19 @@ FIRST_ORDER_FUNCTIONS = tuple(getattr(cg, name) for name in FIRST_ORDER)
 TAKES = {
     "compile": FUNCTIONS,
     "jit_compile": FUNCTIONS,
-    "independent": ("batch_jacobian", "per_example_gradients", "batch_hessian"),
+    "independent": ("batch_jacobian", "per_example_gradients", "batch_hessian",
+                    "batch_hessian_diagonal", "batch_laplacian"),
+    "method": TRACES,
+    "num_samples": TRACES,
+    "seed": TRACES,
+    "return_std": TRACES,
     "strategy": MATERIALISING,
     "chunk_size": MATERIALISING,
     "max_bytes": MATERIALISING,
     "unconnected_gradients": MATERIALISING + ("per_element_gradients",),
     "has_aux": FUNCTIONS,
     "return_value": ("stacked_jacobian", "per_element_gradients", "batch_jacobian",
-                     "per_example_gradients", "hessian", "batch_hessian", "hvp"),
+                     "per_example_gradients", "hessian", "batch_hessian", "hvp", *TRACES),
     "flat": ("stacked_jacobian", "batch_jacobian", "hessian", "batch_hessian"),
 }
 
@@ -93,14 +101,16 @@ def routes_of(name):
     second order cannot use; the model, jvp, vjp and hvp functions take callables only."""
     if name in ("per_example_gradients", "jvp", "vjp", "hvp"):
         return CALLABLE
-    if name in ("hessian", "batch_hessian"):
+    if name in ("hessian", "batch_hessian", *SECOND_ORDER_TRACES):
         return CALLABLE + GRAPH_TENSOR
     return ROUTES
 
 
 def argument_of(name):
     """The public name of the sources argument of the function `name`."""
-    return {"batch_jacobian": "source", "batch_hessian": "source", "jvp": "primals",
+    one = dict.fromkeys(("batch_jacobian", "batch_hessian", "batch_hessian_diagonal",
+                         "batch_laplacian", "divergence", "batch_divergence"), "source")
+    return {**one, "jvp": "primals",
             "vjp": "primals", "hvp": "primals", "per_example_gradients": "weights"}.get(
                 name, "sources")
 
@@ -185,8 +195,10 @@ def product(name):
 
 def target_of(name):
     """The target `standard` differentiates with the public function `name`."""
-    return {"hessian": cube_sum, "batch_hessian": row_cube_sum, "hvp": cube_sum}.get(name,
-                                                                                   square)
+    return {"hessian": cube_sum, "batch_hessian": row_cube_sum, "hvp": cube_sum,
+            "hessian_diagonal": cube_sum, "laplacian": cube_sum,
+            "batch_hessian_diagonal": row_cube_sum, "batch_laplacian": row_cube_sum}.get(
+                name, square)
 
 
 def takes_tensor(route) -> bool:

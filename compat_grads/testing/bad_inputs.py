@@ -22,6 +22,7 @@ import compat_grads as cg
 from compat_grads._tf import tf
 from compat_grads.testing import bad_input_routes as r
 from compat_grads.testing.bad_input_routes import BadInput, Error, Value, mode_of
+from compat_grads.testing.bad_inputs_traces import estimators
 
 TOL = r.TOL
 _X64 = r.X.astype(np.float64)
@@ -58,8 +59,17 @@ BAD_OPTIONS = [  # id, option, value, error, what the message says it got, the f
      r"Pass return_value=True or return_value=False", False),
     ("flat-as-string", "flat", "yes", TypeError, r"str 'yes'",
      r"Pass flat=True or flat=False", True),
+    ("method-misspelt", "method", "Hutchinson", ValueError, r"'Hutchinson'",
+     r"Use 'exact'.*or 'hutchinson'", False),
+    ("method-list", "method", ["exact"], TypeError, r"list \['exact'\]", r"Use 'exact'", False),
+    ("num-samples-zero", "num_samples", 0, ValueError, r"got 0", r"at least 1", False),
+    ("num-samples-float", "num_samples", 8.0, TypeError, r"float 8\.0", r"Python int", False),
+    ("seed-float", "seed", 1.5, TypeError, r"float 1\.5", r"Pass an int such as seed=0", True),
+    ("seed-none", "seed", None, TypeError, r"NoneType", r"stateless generator", False),
+    ("return-std-as-string", "return_std", "yes", TypeError, r"str 'yes'",
+     r"Pass return_std=True or return_std=False", False),
 ]
-_IN_TF1 = ("batch_jacobian", "batch_hessian")
+_IN_TF1 = ("batch_jacobian", "batch_hessian", "batch_laplacian")
 """The functions the TF1 suite runs the bad options of."""
 
 
@@ -430,8 +440,8 @@ def _tapes_and_third_order():
                    r.CALLABLE + r.GRAPH_TENSOR + r.TF1_BOTH)
 
 
-TABLE = (*_options(), *_returns_none(), *_value_options(), *_unknown_rank(), *_composites(),
-         *_foreign_graphs(), *_memory(), *_dtypes(), *_shapes(), *_nan_and_inf(),
+TABLE = (*_options(), *_returns_none(), *_value_options(), *estimators(_IN_TF1), *_unknown_rank(),
+         *_composites(), *_foreign_graphs(), *_memory(), *_dtypes(), *_shapes(), *_nan_and_inf(),
          *_integer_valued_ops(), *_python_ops(), *_repeated(), *_closures_and_variables(),
          *_tapes_and_third_order())
 """Every kind of bad or unusual input the two suites share, on the routes it runs on."""

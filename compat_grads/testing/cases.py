@@ -119,6 +119,14 @@ class Case:
         return np.size(self.numpy_fn(sources, consts)) == 1
 
     @property
+    def square(self) -> bool:
+        """One source, and the target shaped like it: a divergence applies."""
+        sources, consts = self.inputs()
+        flat = tf.nest.flatten(sources)
+        return len(flat) == 1 and not tf.nest.is_nested(sources) and \
+            np.shape(self.numpy_fn(sources, consts)) == np.shape(flat[0])
+
+    @property
     def per_sample_scalar(self) -> bool:
         sources, consts = self.inputs()
         shape = np.shape(self.numpy_fn(sources, consts))
@@ -203,6 +211,45 @@ def _piecewise(x, c):
 
 def _piecewise_np(x, c):
     return np.sin(x) * x if x.sum() > 0 else x ** 2
+
+
+def _pinn(xt, c):
+    """A PINN's u(x, t): a tanh MLP of the point (x, t), one output per point."""
+    hidden = tf.tanh(tf.matmul(xt, c["w1"]) + c["b1"])
+    return tf.matmul(tf.tanh(tf.matmul(hidden, c["w2"]) + c["b2"]), c["w3"])
+
+
+def _pinn_np(xt, c):
+    hidden = np.tanh(xt @ c["w1"] + c["b1"])
+    return np.tanh(hidden @ c["w2"] + c["b2"]) @ c["w3"]
+
+
+def _pinn_consts(rng):
+    return {"w1": rng.standard_normal((2, 6)) / 2, "b1": rng.standard_normal(6) / 2,
+            "w2": rng.standard_normal((6, 6)) / 2, "b2": rng.standard_normal(6) / 2,
+            "w3": rng.standard_normal((6, 1)) / 2}
+
+
+def _vector_field(x, c):
+    """An MLP vector field R^3 -> R^3 per sample: what a divergence differentiates."""
+    return tf.matmul(tf.tanh(tf.matmul(x, c["w1"]) + c["b1"]), c["w2"]) * x[:, :1]
+
+
+def _vector_field_np(x, c):
+    return (np.tanh(x @ c["w1"] + c["b1"]) @ c["w2"]) * x[:, :1]
+
+
+def _vector_field_consts(rng):
+    return {"w1": rng.standard_normal((3, 5)) / 2, "b1": rng.standard_normal(5) / 2,
+            "w2": rng.standard_normal((5, 3)) / 2}
+
+
+def _cross_terms(x, c):
+    return x[0] * x[1] + tf.sin(x[0]) * x[1] ** 2 + x[2] ** 3 * x[0]
+
+
+def _cross_terms_np(x, c):
+    return x[0] * x[1] + np.sin(x[0]) * x[1] ** 2 + x[2] ** 3 * x[0]
 
 
 CASES = (
@@ -296,6 +343,16 @@ CASES = (
          note="tf.cond in the target: pfor fails through a v1 cond in TF1 graphs (at run "
               "time) and in forward mode through a v2 cond, so the while_loop takes over; "
               "GradientTape cannot differentiate a v1 cond at all"),
+    Case("pinn_u_xt", _pinn, lambda rng: rng.uniform(-1, 1, (5, 2)), _pinn_consts,
+         numpy_fn=_pinn_np, batched=True, second_order=True,
+         note="a PINN's u(x, t), [b, 1] per point: u_xx and u_tt are the per-sample "
+              "Hessian diagonal, their sum the Laplacian"),
+    Case("vector_field", _vector_field, _normal(4, 3), _vector_field_consts,
+         numpy_fn=_vector_field_np, batched=True,
+         note="an MLP vector field R^3 -> R^3: the divergence of a normalizing flow"),
+    Case("cross_terms", _cross_terms, _normal(3), numpy_fn=_cross_terms_np, second_order=True,
+         note="mixed partials: the Hessian diagonal differs from its row sums (what "
+              "tf.gradients(tf.gradients(y, x), x) gives)"),
 )
 
 

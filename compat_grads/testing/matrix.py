@@ -16,10 +16,16 @@ from compat_grads.testing.modes import canonical
 FIRST_ORDER = ("stacked_jacobian", "per_element_gradients", "batch_jacobian")
 SECOND_ORDER = ("hessian", "batch_hessian")
 TRANSFORMS = ("jvp", "vjp", "hvp")
-FUNCTIONS = FIRST_ORDER + SECOND_ORDER + TRANSFORMS
-_WITH_STRATEGY = ("stacked_jacobian", "batch_jacobian", "hessian", "batch_hessian")
-_BATCH = ("batch_jacobian", "batch_hessian")
-FLAT = _WITH_STRATEGY
+SECOND_ORDER_TRACES = ("hessian_diagonal", "laplacian", "batch_hessian_diagonal",
+                       "batch_laplacian")
+TRACES = (*SECOND_ORDER_TRACES, "divergence", "batch_divergence")
+"""Diagonals and traces: second order without a tape (as SECOND_ORDER), and the divergences,
+first order with one (as FIRST_ORDER)."""
+FUNCTIONS = FIRST_ORDER + SECOND_ORDER + TRANSFORMS + TRACES
+_WITH_STRATEGY = ("stacked_jacobian", "batch_jacobian", "hessian", "batch_hessian", *TRACES)
+_BATCH = ("batch_jacobian", "batch_hessian", "batch_hessian_diagonal", "batch_laplacian")
+_TAPE = (*FIRST_ORDER, "divergence", "batch_divergence")
+FLAT = ("stacked_jacobian", "batch_jacobian", "hessian", "batch_hessian")
 """The functions with `flat=True`: every other of their items (by case and strategy) runs
 flat, so each case, route and strategy meets both forms."""
 CALLABLE_KINDS = ("callable", "uncompiled")
@@ -94,9 +100,9 @@ class Item:
         An eager tensor cannot give second order (in graphs the tape route passes the tensor
         alone, which works); the case lists the rest.
         """
-        if self.function in SECOND_ORDER and route == "eager.tape":
+        if self.function not in _TAPE and route == "eager.tape":
             return "ModeError"
-        if self.function in FIRST_ORDER and route in self.case.unsupported:
+        if self.function in _TAPE and route in self.case.unsupported:
             return "ModeError"
         for item_glob, route_glob, error in self.case.fails:
             if fnmatch.fnmatch(self.id, item_glob) and fnmatch.fnmatch(route, route_glob):
@@ -108,7 +114,7 @@ class Item:
         aux = {"twice": 0}
         if self.function in ("jvp", "vjp"):
             return (0, 0 if self.function == "jvp" else sources, aux)
-        derivative = 0 if self.flat else (
+        derivative = 0 if self.flat or self.function in TRACES[1:] else (
             _nest_of_nests(sources) if self.function == "hessian" else sources)
         return ((0, aux) if with_aux else 0), derivative
 
@@ -131,7 +137,7 @@ class Item:
             kwargs["flat"] = True
         if self.chunk_size is not None:
             kwargs["chunk_size"] = self.chunk_size
-        if self.function not in SECOND_ORDER:
+        if self.function in _TAPE:
             kwargs["tape"] = tape
         if self.strategy is not None:
             kwargs["strategy"] = self.strategy
@@ -154,8 +160,14 @@ def _functions(case: Case):
         out.append("hessian")
         if case.scalar_target:
             out.append("hvp")
+        if case.scalar_target:
+            out += ["hessian_diagonal", "laplacian"]
         if case.per_sample_scalar:
-            out.append("batch_hessian")
+            out += ["batch_hessian", "batch_hessian_diagonal", "batch_laplacian"]
+    if case.square:
+        out.append("divergence")
+        if case.batched and not case.coupled:
+            out.append("batch_divergence")
     return out
 
 
@@ -165,7 +177,9 @@ CHUNKED = ("matmul_column", "mlp_tanh", "mlp_dynamic_batch", "nest_dict", "uncon
 """Cases that also run with chunk_size=3 (reverse, forward, loop): same values."""
 
 
-def _variants(case: Case, function: str):
+def _variants(case: Case, function: str, turn: int = 0):
+    if function in TRACES:
+        return _trace_variants(case, function, turn)
     strategies = STRATEGIES if function in _WITH_STRATEGY else (None,)
     modes = ("none", "zero") if case.unconnected and function not in TRANSFORMS else ("none",)
     independence = (False,) if case.coupled and function in _BATCH else (True,)
@@ -177,11 +191,32 @@ def _variants(case: Case, function: str):
     return out
 
 
+def _trace_variants(case: Case, function: str, turn: int):
+    """The diagonals and traces: "auto" and, by turns over the cases it meets (`turn`), one
+    explicit strategy (every strategy meets every function on several cases, at a third of
+    the items); "zero", independent=False and chunk_size once each where they apply."""
+    explicit = STRATEGIES[1 + turn % 3]
+    independence = (False,) if case.coupled and function in _BATCH else (True,)
+    out = [(s, "none", i, None) for s in ("auto", explicit) for i in independence]
+    if case.unconnected:
+        out.append(("auto", "zero", independence[0], None))
+    if function in _BATCH and not case.coupled:
+        out.append(("auto", "none", False, None))
+    if case.name in CHUNKED:
+        out.append((explicit, "none", independence[0], 3))
+    return out
+
+
 def items(pattern: str | None = None) -> list:
     """All matrix items, or those whose id matches the glob / substring `pattern`."""
+    turns = {}  # per function, how many cases it has met: whose turn each strategy is
+
+    def variants(case, function):
+        turns[function] = turns.get(function, -1) + 1
+        return _variants(case, function, turns[function])
     return select([Item(case, function, s, u, independent, chunk, _flat(c, function, s))
                    for c, case in enumerate(CASES) for function in _functions(case)
-                   for s, u, independent, chunk in _variants(case, function)], pattern)
+                   for s, u, independent, chunk in variants(case, function)], pattern)
 
 
 def _flat(case_index: int, function: str, strategy: str | None) -> bool:
@@ -252,6 +287,6 @@ def _cheapness(item: Item):
     sources, consts = item.case.inputs()
     y_size = np.size(item.case.numpy_fn(sources, consts))
     x_size = sum(np.size(x) for x in tf.nest.flatten(sources))
-    order = 2 if item.function in SECOND_ORDER else 1
+    order = 2 if item.function in SECOND_ORDER + SECOND_ORDER_TRACES else 1
     slow = item.case.may_fall_back or item.case.dynamic_batch
     return order, slow, y_size * x_size ** order, FUNCTIONS.index(item.function), item.id

@@ -177,6 +177,8 @@ def expected(case: Case, function: str, unconnected: str = "none",
     x_shapes = [np.shape(x) for x in _flatten(sources)]
     if function in ("jvp", "vjp", "hvp"):
         return _transform(case, function, sources, consts, y_shape)
+    if function in _TRACES:
+        return _TRACES[function](case, unconnected, independent)
     if function in ("hessian", "batch_hessian"):
         shapes = [[y_shape + a + b for b in x_shapes] for a in x_shapes]
         blocks = [_fill(b, shape, unconnected) for row, row_shapes in zip(hessian(case), shapes)
@@ -232,3 +234,67 @@ def _transform(case, function, sources, consts, y_shape):
     return [sum(np.zeros(np.shape(flat_t[i])) if h is None else
                 np.tensordot(h.reshape(h.shape[len(y_shape):]), t, axes=t.ndim)
                 for h, t in zip(row, flat_t)) for i, row in enumerate(rows)]
+
+
+def _diagonal_of_blocks(blocks, shapes):
+    """Per source, the diagonal of its own block `H[k][k]` (`y` scalar), shaped like it."""
+    return [None if blocks[k][k] is None else
+            np.diagonal(blocks[k][k].reshape(int(np.prod(x)), -1)).reshape(x)
+            for k, x in enumerate(shapes)]
+
+
+def _hessian_diagonal(case, unconnected, independent):
+    sources, _ = case.inputs()
+    shapes = [np.shape(x) for x in _flatten(sources)]
+    return [_fill(d, x, unconnected) for d, x in zip(_diagonal_of_blocks(hessian(case), shapes),
+                                                      shapes)]
+
+
+def _summed(parts, unconnected, axes=None):
+    kept = [p.sum(axis=axes) for p in parts if p is not None]
+    if kept:
+        return [sum(kept)]
+    return [None if unconnected == "none" else np.zeros(())]
+
+
+def _laplacian(case, unconnected, independent):
+    return _summed(_hessian_diagonal(case, "none", True), unconnected)
+
+
+def _batch_hessian_diagonal(case, unconnected, independent):
+    (block,) = expected(case, "batch_hessian", unconnected, independent)
+    if block is None:
+        return [None]
+    sources, _ = case.inputs()
+    x_shape = np.shape(_flatten(sources)[0])
+    n = int(np.prod(x_shape[1:]))
+    return [np.stack([np.diagonal(s.reshape(n, n)) for s in block]).reshape(x_shape)]
+
+
+def _batch_laplacian(case, unconnected, independent):
+    (diagonal_,) = _batch_hessian_diagonal(case, unconnected, independent)
+    return [None if diagonal_ is None else diagonal_.reshape(diagonal_.shape[0], -1).sum(1)]
+
+
+def _divergence(case, unconnected, independent):
+    (block,) = expected(case, "stacked_jacobian", unconnected)
+    if block is None:
+        return [None]
+    n = int(np.prod(block.shape)) ** 0.5
+    return [np.trace(block.reshape(int(round(n)), -1))]
+
+
+def _batch_divergence(case, unconnected, independent):
+    (block,) = expected(case, "batch_jacobian", unconnected)
+    if block is None:
+        return [None]
+    b = block.shape[0]
+    n = int(round((block.size // b) ** 0.5))
+    return [np.trace(block.reshape(b, n, n), axis1=1, axis2=2)]
+
+
+_TRACES = {"hessian_diagonal": _hessian_diagonal, "laplacian": _laplacian,
+           "batch_hessian_diagonal": _batch_hessian_diagonal,
+           "batch_laplacian": _batch_laplacian, "divergence": _divergence,
+           "batch_divergence": _batch_divergence}
+"""The diagonals and traces, taken from the oracle's Hessian or Jacobian."""

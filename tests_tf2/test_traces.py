@@ -1,0 +1,148 @@
+"""Hessian diagonals, Laplacians and divergences beyond the matrix: Hutchinson's estimates
+(the same number on every route for one seed, unbiased over seeds, an honest standard
+error), the exact values where the diagonal differs from the row sums, and the forms PINN
+code writes. The TF1 graph's side is tests_tf1/test_traces_tf1.py."""
+
+import numpy as np
+import pytest
+
+import compat_grads as cg
+from compat_grads._tf import tf
+from compat_grads.testing import estimates, modes, pinn
+
+XY = np.array([[-6.0, -3.0], [1.0, 8.0], [0.5, -1.5], [2.0, 0.25]])
+
+
+def _f(xy):
+    return 3 * xy[:, 0] ** 2 * xy[:, 1] + xy[:, 1] ** 2
+
+
+def _on(route, function, **options):
+    """`function(_f, XY)` on a route: eager (compiled or not), tf.function, a v1 Graph."""
+    x = XY.astype(np.float64)
+    if route == "v1_graph":
+        with tf.Graph().as_default():
+            p = tf.compat.v1.placeholder(tf.float64, [None, 2])
+            return modes.session_values(function(_f(p), p, **options), {p: x})
+    if route == "function":
+        return modes.to_numpy(tf.function(lambda t: function(_f, t, **options))(tf.constant(x)))
+    return modes.to_numpy(function(_f, tf.constant(x), compile=route == "eager", **options))
+
+
+ROUTES = ("eager", "uncompiled", "function", "v1_graph")
+ESTIMATES = {"batch_laplacian": estimates.batch_laplacian,
+             "batch_hessian_diagonal": estimates.batch_diagonal}
+
+
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("name", ESTIMATES)
+def test_an_estimate_is_the_documented_one_on_every_route(name, route):
+    """The documented probes, the exact Hessians, numpy: the same estimate and standard
+    error on every route (the TF1 graph's test checks the same formula)."""
+    got = _on(route, getattr(cg, name), method="hutchinson", num_samples=estimates.PROBES,
+              seed=estimates.SEED, return_std=True)
+    probes = modes.to_numpy(estimates.probes_op(XY.shape))
+    want = ESTIMATES[name](probes, estimates.per_sample_3x2y_plus_y2(XY))
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
+
+
+def test_graph_routes_give_the_estimate_bit_for_bit():
+    options = {"method": "hutchinson", "num_samples": 8, "seed": 3}
+    a = _on("function", cg.batch_laplacian, **options)
+    b = _on("v1_graph", cg.batch_laplacian, **options)
+    np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("name", ["batch_laplacian", "batch_hessian_diagonal",
+                                  "batch_divergence"])
+def test_estimates_are_unbiased_and_their_standard_errors_honest(name):
+    """Over 40 seeds the estimates average to the exact value within 4 standard errors of
+    that mean, and the standard error each call returns matches the spread of its estimate
+    across seeds (within a factor of 1.6). Uncompiled: each seed would trace anew."""
+    function = getattr(cg, name)
+    target = (lambda x: tf.sin(x) * x[:, ::-1]) if name == "batch_divergence" else _f
+    x = tf.constant(XY)
+    exact = function(target, x).numpy()
+    runs = [function(target, x, method="hutchinson", num_samples=32, seed=seed,
+                     return_std=True, compile=False) for seed in range(40)]
+    means = np.stack([m.numpy() for m, _ in runs])
+    errors = np.stack([e.numpy() for _, e in runs])
+    spread = means.std(0, ddof=1)
+    varies = spread > 1e-9  # where every probe gives the exact value (a diagonal Hessian)
+    assert np.all(np.abs(means.mean(0) - exact) <= 4 * spread / np.sqrt(40) + 1e-9)
+    ratio = errors.mean(0)[varies] / spread[varies]
+    assert varies.any() and np.all((ratio > 1 / 1.6) & (ratio < 1.6)), ratio
+
+
+def test_seeds_differ_and_one_seed_repeats():
+    one = cg.batch_laplacian(_f, tf.constant(XY), method="hutchinson", seed=1).numpy()
+    again = cg.batch_laplacian(_f, tf.constant(XY), method="hutchinson", seed=1).numpy()
+    other = cg.batch_laplacian(_f, tf.constant(XY), method="hutchinson", seed=2).numpy()
+    np.testing.assert_array_equal(one, again)
+    assert not np.array_equal(one, other)
+
+
+def test_the_diagonal_is_not_the_row_sums():
+    """`tf.gradients(tf.gradients(y, x), x)` gives the Hessian's row sums; the diagonal is
+    what a Laplacian sums."""
+    x = tf.constant([0.3, -1.2, 0.7], tf.float64)
+
+    def f(x):
+        return x[0] * x[1] + tf.sin(x[0]) * x[1] ** 2 + x[2] ** 3 * x[0]
+    h = cg.hessian(f, x).numpy()
+    diagonal = cg.hessian_diagonal(f, x).numpy()
+    np.testing.assert_allclose(diagonal, np.diag(h), rtol=1e-12)
+    assert not np.allclose(diagonal, h.sum(1))
+    np.testing.assert_allclose(cg.laplacian(f, x).numpy(), np.trace(h), rtol=1e-12)
+
+
+def test_a_laplacian_over_a_nest_of_sources():
+    """u(x, t) with two sources: the Laplacian sums both traces; the diagonal keeps the
+    nest."""
+    x, t = tf.constant([0.4, -0.2], tf.float64), tf.constant(0.9, tf.float64)
+
+    def u(s):
+        return tf.reduce_sum(tf.sin(s["x"]) * s["t"] ** 3)
+    diagonal = cg.hessian_diagonal(u, {"x": x, "t": t})
+    assert set(diagonal) == {"x", "t"} and diagonal["t"].shape == ()
+    np.testing.assert_allclose(diagonal["x"], -np.sin(x) * 0.9 ** 3, rtol=1e-12)
+    np.testing.assert_allclose(diagonal["t"], np.sin(x).sum() * 6 * 0.9, rtol=1e-12)
+    np.testing.assert_allclose(cg.laplacian(u, {"x": x, "t": t}),
+                               diagonal["x"].numpy().sum() + diagonal["t"].numpy(), rtol=1e-12)
+
+
+def test_sources_of_two_dtypes_cannot_be_summed():
+    with pytest.raises(TypeError, match=r"compat_grads\.laplacian: every source must have "
+                       r"one dtype.*float32.*float64.*Cast the sources"):
+        cg.laplacian(lambda s: tf.reduce_sum(s[0]) * tf.cast(tf.reduce_sum(s[1]), tf.float32),
+                     [tf.ones(2), tf.ones(2, tf.float64)])
+
+
+def test_independent_false_is_exact_for_coupled_samples():
+    """Samples coupled through the batch mean: the per-sample diagonal of the full Hessian,
+    not the batch Jacobian of the summed gradient."""
+    x = tf.constant(XY)
+
+    def coupled(x):
+        return tf.reduce_sum(x ** 2, 1) * tf.reduce_mean(x[:, 0])
+    want = np.diagonal(cg.batch_hessian(coupled, x, independent=False).numpy(), 0, 1, 2)
+    got = cg.batch_hessian_diagonal(coupled, x, independent=False).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    np.testing.assert_allclose(cg.batch_laplacian(coupled, x, independent=False),
+                               want.sum(1), rtol=1e-12)
+    assert not np.allclose(cg.batch_hessian_diagonal(coupled, x).numpy(), want)
+
+
+def test_the_pinn_example_in_tf2():
+    """Burgers' residual as the guide writes it, against the network's derivatives written
+    out in numpy (tests_tf1 runs the TF1 block against the same)."""
+    scope = {}
+    first, _, in_tf2, estimate = pinn.blocks("A PINN residual in TF1 and TF2") + \
+        pinn.blocks("Estimates")
+    for block in (first, in_tf2, estimate):
+        exec(block, scope)  # noqa: S102 - the documentation's own example
+    want = pinn.burgers_residual(*(scope[k] for k in ("points", "w1", "w2", "w3", "nu")))
+    np.testing.assert_allclose(scope["r_tf2"], want, rtol=1e-10, atol=1e-12)
+    error = scope["error"].numpy()
+    assert np.all(np.abs(scope["estimate"] - scope["exact"]) <= 5 * error + 1e-12)
