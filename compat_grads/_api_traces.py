@@ -26,8 +26,9 @@ def hessian_diagonal(target: Target, sources: Nest, *, method: Method = "exact",
 
     In a graph (TF1, `tf.function`, and eager callables, which run in a cached tf.function)
     it is the forward Laplacian's one pass when every op between the sources and the target
-    has a rule; otherwise n forward-over-reverse products (a `VectorizationWarning` names
-    the op), each reduced to its diagonal element as it is computed.
+    has a rule; otherwise (and with an explicit strategy or a chunk_size) n
+    forward-over-reverse products, each reduced to its diagonal element as it is computed
+    (a `VectorizationWarning` names an op without a rule).
 
     Args:
       target: a callable `f(sources) -> scalar` (every mode), or the scalar tensor `y` in a
@@ -37,8 +38,8 @@ def hessian_diagonal(target: Target, sources: Nest, *, method: Method = "exact",
       {num_samples}
       {seed}
       {return_std}
-      strategy: "auto", "forward", "reverse" or "loop": the outer direction of the
-        products, when they are used.
+      strategy: "auto" (the forward Laplacian where it applies), or "forward", "reverse"
+        or "loop": the outer direction of the products, which then compute it.
       {unconnected_gradients}
       {chunk_size}
       {max_bytes}

@@ -32,7 +32,7 @@ def diagonals(backend, flat, how, batched=False, summed=False):
     """Per source, the Hessian diagonal of the scalar target (`x.shape`), or of each sample's
     scalar (`batched`: `[b] + x.shape[1:]`); with `summed`, its sum (a scalar, or `[b]`).
     None where the source does not reach the gradient."""
-    fast = _propagated(backend, flat, batched, summed)
+    fast = _propagated(backend, flat, batched, summed) if _may_propagate(how) else None
     if fast is not None:
         return fast
     gradient = backend.vjp_backend(lambda targets: [tf.ones_like(targets[0])])
@@ -89,6 +89,13 @@ def _shaped(diagonal, x, batched, summed):
     if summed:
         return tf.reduce_sum(diagonal, axis=-1)
     return st.reshape(diagonal, tf.shape(x), x.shape)
+
+
+def _may_propagate(how):
+    """The forward Laplacian pushes every direction at once: it is the "auto" choice, and
+    an explicit strategy (the products' direction, "loop" for the least memory) or a
+    `chunk_size` (directions in flight) asks for the products."""
+    return how.strategy == "auto" and how.chunk_size is None
 
 
 def _propagated(backend, flat, batched, summed):
