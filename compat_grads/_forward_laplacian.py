@@ -264,9 +264,10 @@ _DERIVATIVES = {
     "Sinh": lambda a, y: (tf.cosh(a), y),
     "Cosh": lambda a, y: (tf.sinh(a), y),
     "Abs": lambda a, y: (tf.sign(a), None),
+    "Softsign": lambda a, y: (d := 1 / (1 + tf.abs(a)), -2 * tf.sign(a) * d * d * d),
 }
 # Elementwise ops whose g' and g'' come from tf.gradients (one input, of y's shape).
-_GENERIC = frozenset({"Softsign", "Asinh", "Acosh", "Atanh", "Asin", "Acos", "Erfc",
+_GENERIC = frozenset({"Asinh", "Acosh", "Atanh", "Asin", "Acos", "Erfc",
                       "LeakyRelu", "Relu6", "Lgamma", "Digamma"})
 
 

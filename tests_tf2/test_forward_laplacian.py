@@ -176,3 +176,46 @@ def test_cond_on_the_path_is_unsupported():
         return tf.cond(tf.reduce_sum(x) > 0, lambda: tf.sin(x), lambda: x * x)
     with pytest.raises(fl.Unsupported, match="If"):
         in_function(f, _values([[5, 3]]), 0, True, True)
+
+
+def _in_unit(x):  # inside (-1, 1) and (0, 1): the domains of Atanh, Asin, Acos, Log
+    return 0.1 + 0.8 * tf.sigmoid(x)
+
+
+ELEMENTWISE = {
+    **{name: getattr(tf.math, name.lower()) for name in (
+        "Tanh", "Sigmoid", "Sin", "Cos", "Exp", "Log1p", "Expm1", "Square", "Erf", "Atan",
+        "Sinh", "Cosh", "Abs", "Softsign", "Asinh", "Erfc", "Lgamma", "Digamma")},
+    "Log": lambda x: tf.math.log(_in_unit(x)), "Sqrt": lambda x: tf.sqrt(_in_unit(x)),
+    "Rsqrt": lambda x: tf.math.rsqrt(_in_unit(x)), "Tan": lambda x: tf.tan(_in_unit(x)),
+    "Reciprocal": lambda x: tf.math.reciprocal(_in_unit(x)),
+    "Acosh": lambda x: tf.acosh(1 + _in_unit(x)), "Atanh": lambda x: tf.atanh(_in_unit(x)),
+    "Asin": lambda x: tf.asin(_in_unit(x)), "Acos": lambda x: tf.acos(_in_unit(x)),
+    "Softplus": tf.nn.softplus, "Relu": tf.nn.relu, "Elu": tf.nn.elu, "Selu": tf.nn.selu,
+    "Relu6": lambda x: tf.nn.relu6(3 * x), "LeakyRelu": tf.nn.leaky_relu,
+    "Pow": lambda x: _in_unit(x) ** 2.5 + 1.7 ** x,
+    "SquaredDifference": lambda x: tf.math.squared_difference(x, tf.sin(x)) + (x - 0.3) ** 2,
+}
+LINEAR = {
+    "Tile_Gather_Squeeze": lambda x: tf.squeeze(tf.gather(tf.tile(tf.sin(x)[:, :, None], [1, 2, 1]),
+                                                          [2, 0, 2], axis=1), -1) * x[:, :1],
+    "ExpandDims_Slice_AddN": lambda x: tf.add_n([tf.slice(tf.expand_dims(x * x, -1), [0, 1, 0],
+                                                          [-1, 2, -1])[..., 0], x[:, :2]]),
+    "Select_Sub_Neg": lambda x: tf.where(x > 0, x ** 3, -tf.sin(x)) - tf.cos(x),
+    "Cast_BroadcastTo": lambda x: tf.cast(tf.broadcast_to(tf.cast(x, tf.float32)[:, None, :],
+                                                          [5, 2, 3]) ** 2, tf.float64),
+    "Reshape_Concat": lambda x: tf.reshape(tf.concat([tf.exp(x), C43[:1] + 0 * x], 1), [5, 2, 3]),
+    "BatchMatMul": lambda x: tf.linalg.matmul(x[:, None, :] * x[:, :, None], x[:, :, None],
+                                              transpose_a=True)[..., 0],
+}
+
+# The same function for the oracle where TensorFlow has no second derivative of the op.
+OVERTWICE = {"Softsign": lambda x: x / (1 + tf.abs(x))}
+
+
+@pytest.mark.parametrize("batched", [False, True])
+@pytest.mark.parametrize("name", sorted({**ELEMENTWISE, **LINEAR}))
+def test_each_rule(name, batched):
+    f, values = {**ELEMENTWISE, **LINEAR}[name], _values([[5, 3]])
+    same = OVERTWICE.get(name, f)
+    assert_close(in_function(f, values, 0, batched, False), oracle(same, values, 0, batched, False))
