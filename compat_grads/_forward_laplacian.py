@@ -4,7 +4,7 @@ For every tensor t on a path from the source to the target, one walk in topologi
 pushes a jet (J, S): J, `[n] + t.shape`, the derivative of t along each of n tangent
 directions, and S its second derivative along them, summed over the directions (`t.shape`:
 the Laplacian) or one per direction (`[n] + t.shape`: the Hessian's diagonal). There is no
-reverse pass, so the cost is about that of n forward passes, not 2n as forward-over-reverse.
+reverse pass: one forward walk carries all n directions at once.
 
 J and a per-direction S have rank(t) + 1 and only need to BROADCAST to `[n] + t.shape` (a
 summed S to `t.shape`): the batched start `[n, 1, ...]` stays lazy through elementwise ops
@@ -43,8 +43,8 @@ class Unsupported(Exception):
 
 
 def _unsupported(reason: str) -> Unsupported:
-    return Unsupported(message("laplacian", f"the target runs {reason}, which has no "
-                                            "forward-Laplacian rule",
+    return Unsupported(message("laplacian", f"no forward-Laplacian rule for {reason} on the "
+                                            "path from the source to the target",
                                "Use the reverse-mode route (the trace of batch_hessian)"),
                        reason)
 
@@ -98,9 +98,9 @@ class _Walk:
         self.source, self.batched, self.summed = source, batched, summed
         self.jets, self.first = {}, None
         value = source if source.dtype != tf.resource else _read_of(source)
-        self.n = _static_or(
-            (value.shape[1:] if batched else value.shape).num_elements(),
-            lambda: tf.reduce_prod(tf.shape(value)[1:]) if batched else tf.size(value))
+        self.n = (value.shape[1:] if batched else value.shape).num_elements()
+        if self.n is None:  # known when the graph runs only
+            self.n = tf.reduce_prod(tf.shape(value)[1:]) if batched else tf.size(value)
         if source.dtype != tf.resource:
             self.jets[source.ref()] = (self.start(source), None)
 
@@ -187,10 +187,6 @@ class _Walk:
 
     def zeros(self, like, shifted):
         return tf.zeros(self.with_n(tf.shape(like)) if shifted else tf.shape(like), like.dtype)
-
-
-def _static_or(value, dynamic):
-    return value if value is not None else dynamic()
 
 
 def _read_of(handle):
@@ -296,23 +292,12 @@ def _sum(walk, signs, jets, rank):
     return J, S
 
 
-def _add(walk, op, jets):
+def _signed(walk, op, jets):
+    """Add, AddV2, BiasAdd, AddN and Sub."""
     if op.type == "BiasAdd" and op.get_attr("data_format") not in (b"NHWC", "NHWC"):
         raise _unsupported(f"{_named(op)} in the NCHW format")
-    return _sum(walk, [1, 1], jets[:2], _rank(op.outputs[0]))
-
-
-def _add_n(walk, op, jets):
-    return _sum(walk, [1] * len(jets), jets, _rank(op.outputs[0]))
-
-
-def _sub(walk, op, jets):
-    return _sum(walk, [1, -1], jets, _rank(op.outputs[0]))
-
-
-def _mul(walk, op, jets):
-    a, b = op.inputs
-    return walk.bilinear(tf.multiply, a, b, jets, _rank(op.outputs[0]))
+    signs = [1, -1] if op.type == "Sub" else [1] * len(jets)
+    return _sum(walk, signs, jets, _rank(op.outputs[0]))
 
 
 def _div(walk, op, jets):
@@ -383,18 +368,15 @@ def _linear(build):
 
 
 def _same(walk, op, jets):
-    return [None if jet is None else jet for jet in jets[:len(op.outputs)]]
+    return jets[:len(op.outputs)]
 
 
-def _neg(walk, op, jets):
-    J, S = jets[0]
-    return -J, None if S is None else -S
-
-
-def _cast(walk, op, jets):
-    J, S = jets[0]
-    dtype = op.outputs[0].dtype
-    return tf.cast(J, dtype), None if S is None else tf.cast(S, dtype)
+def _each(fn):
+    """A rule for an elementwise linear op: fn(op, x) on J and S as they are (lazy)."""
+    def rule(walk, op, jets):
+        J, S = jets[0]
+        return fn(op, J), None if S is None else fn(op, S)
+    return rule
 
 
 def _with_first(first, values, shifted):
@@ -405,10 +387,6 @@ def _with_first(first, values, shifted):
 def _n_then(x, shape, shifted):
     """`shape`, after x's leading n axis when shifted."""
     return tf.concat([tf.shape(x, out_type=shape.dtype)[:1], shape], 0) if shifted else shape
-
-
-def _reshape(op):
-    return lambda x, s: tf.reshape(x, _n_then(x, op.inputs[1], s))
 
 
 def _strided_slice(op):
@@ -423,11 +401,6 @@ def _strided_slice(op):
         return tf.strided_slice(x, _with_first(0, begin, s), _with_first(0, end, s),
                                 _with_first(1, strides, s), **shifted)
     return fn
-
-
-def _slice(op):
-    begin, size = op.inputs[1:]
-    return lambda x, s: tf.slice(x, _with_first(0, begin, s), _with_first(-1, size, s))
 
 
 def _reduce(reduce):
@@ -464,15 +437,6 @@ def _gather(op):
     return lambda x, s: tf.gather(x, indices, axis=int(_shift(axis, s)))
 
 
-def _tile(op):
-    multiples = op.inputs[1]
-    return lambda x, s: tf.tile(x, _with_first(1, multiples, s))
-
-
-def _broadcast_to(op):
-    return lambda x, s: tf.broadcast_to(x, _n_then(x, op.inputs[1], s))
-
-
 def _joined(join):
     """Concat and Pack: every input's jet materialised, constants as zeros."""
     def rule(walk, op, jets):
@@ -501,19 +465,27 @@ def _unpack(walk, op, jets):
 _RULES = {
     **{name: _explicit for name in _DERIVATIVES},
     **{name: _generic for name in _GENERIC},
-    **dict.fromkeys(("Add", "AddV2", "BiasAdd"), _add),
-    "AddN": _add_n, "Sub": _sub, "Mul": _mul, "RealDiv": _div, "Div": _div, "Pow": _pow,
+    **dict.fromkeys(("Add", "AddV2", "BiasAdd", "AddN", "Sub"), _signed),
+    "Mul": lambda walk, op, jets: walk.bilinear(tf.multiply, *op.inputs, jets,
+                                                _rank(op.outputs[0])),
+    "RealDiv": _div, "Div": _div, "Pow": _pow,
     "SquaredDifference": _squared_difference,
     **dict.fromkeys(("MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3"), _matmul),
     "Select": _select, "SelectV2": _select,
     **dict.fromkeys(("Identity", "IdentityN", "Snapshot", "EnsureShape", "CheckNumerics"),
                     _same),
-    "Neg": _neg, "Cast": _cast,
+    "Neg": _each(lambda op, x: -x),
+    "Cast": _each(lambda op, x: tf.cast(x, op.outputs[0].dtype)),
     "ReadVariableOp": _same,  # of the source handle: Walk.visit starts the directions there
-    "Reshape": _linear(_reshape), "StridedSlice": _linear(_strided_slice),
-    "Slice": _linear(_slice), "Sum": _linear(_reduce(tf.reduce_sum)),
+    "Reshape": _linear(lambda op: lambda x, s: tf.reshape(x, _n_then(x, op.inputs[1], s))),
+    "BroadcastTo": _linear(lambda op: lambda x, s: tf.broadcast_to(x, _n_then(
+        x, op.inputs[1], s))),
+    "Slice": _linear(lambda op: lambda x, s: tf.slice(
+        x, _with_first(0, op.inputs[1], s), _with_first(-1, op.inputs[2], s))),
+    "Tile": _linear(lambda op: lambda x, s: tf.tile(x, _with_first(1, op.inputs[1], s))),
+    "StridedSlice": _linear(_strided_slice), "Sum": _linear(_reduce(tf.reduce_sum)),
     "Mean": _linear(_reduce(tf.reduce_mean)), "ExpandDims": _linear(_expand_dims),
     "Squeeze": _linear(_squeeze), "Transpose": _linear(_transpose),
-    "GatherV2": _linear(_gather), "Tile": _linear(_tile), "BroadcastTo": _linear(_broadcast_to),
+    "GatherV2": _linear(_gather),
     "ConcatV2": _joined(tf.concat), "Pack": _joined(tf.stack), "Unpack": _unpack,
 }
