@@ -1,8 +1,491 @@
+"""Forward-mode second order over the ops of a graph: the "forward Laplacian".
+
+For every tensor t on a path from the source to the target, one walk in topological order
+pushes a jet (J, S): J, `[n] + t.shape`, the derivative of t along each of n tangent
+directions, and S its second derivative along them, summed over the directions (`t.shape`:
+the Laplacian) or one per direction (`[n] + t.shape`: the Hessian's diagonal). There is no
+reverse pass: one forward walk carries all n directions at once.
+
+J and a per-direction S have rank(t) + 1 and only need to BROADCAST to `[n] + t.shape` (a
+summed S to `t.shape`): the batched start `[n, 1, ...]` stays lazy through elementwise ops
+and matmuls, and a rule that depends on the full shape materialises it first. None is zero.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import operator
+
+import numpy as np
+
+from compat_grads import _graph_walk
+from compat_grads._errors import message
+from compat_grads._tf import tf
+
+_SELU_SCALE, _SELU_ALPHA = 1.0507009873554805, 1.6732632423543772
+# Ops whose outputs are constants to tf.gradients (no gradient flows through them).
+_CONSTANT = frozenset({"StopGradient", "PreventGradient", "ZerosLike", "OnesLike"})
+
+
 class Unsupported(Exception):
-    def __init__(self, reason):
-        super().__init__(reason)
-        self.reason = reason
+    """The target runs an op without a forward-Laplacian rule; `.reason` names it, e.g.
+    "op 'dense/Softmax' (Softmax)"."""
+
+    __init__ = Exception.__init__  # AutoGraph keeps the type (see _errors.ModeError)
+
+    def __str__(self):
+        return str(self.args[0]) if self.args else ""
+
+    @property
+    def reason(self) -> str:
+        return self.args[-1] if self.args else ""
 
 
-def propagate(target, source, *, batched, summed):
-    raise Unsupported("STUB")
+def _unsupported(reason: str) -> Unsupported:
+    return Unsupported(message("laplacian", f"no forward-Laplacian rule for {reason} on the "
+                                            "path from the source to the target",
+                               "Use the reverse-mode route (the trace of batch_hessian)"),
+                       reason)
+
+
+def _named(op) -> str:
+    return f"op '{op.name}' ({op.type})"
+
+
+@tf.autograph.experimental.do_not_convert
+def propagate(target, source, *, batched: bool, summed: bool):
+    """S at `target`.
+
+    batched=False: n = number of elements of `source`; direction j is the one-hot at flat
+      element j of source. summed -> target.shape (sum_j d²t/dx_j²); not summed ->
+      [n] + target.shape.
+    batched=True: source is [b, ...]; n = elements per sample (prod(source.shape[1:]));
+      direction j is one-hot at per-sample feature j in EVERY sample at once (correct when
+      samples are independent: target[s] depends on source[s] only). summed -> target.shape;
+      not summed -> [n] + target.shape.
+    Raises Unsupported when an op on the path has no rule (or shapes/ranks needed are not
+    statically known where a rule needs them, or TF1 control flow is on the path).
+    """
+    walk = _Walk(source, batched, summed)
+    ops = _graph_walk.between([target], [source])
+    _check(ops, source)
+    for op in ops:
+        walk.visit(op)
+    return walk.result(target)
+
+
+def _check(ops, source):
+    """Raise Unsupported for the first op on the path without a rule, before building any."""
+    carrying = {source.ref()}
+    for op in ops:
+        outputs = [t for t in op.outputs if t.dtype.is_floating]
+        if op.type in _CONSTANT or not any(t.ref() in carrying for t in op.inputs) or not (
+                outputs or any(t.dtype.is_complex for t in op.outputs)):
+            continue
+        if any(t.dtype.is_complex for t in op.outputs) or op.type not in _RULES:
+            raise _unsupported(_named(op))
+        for t in outputs:
+            if t.shape.rank is None:
+                raise _unsupported(f"tensor '{t.name}' of unknown rank")
+        carrying.update(t.ref() for t in outputs)
+
+
+class _Walk:
+    """The jets pushed so far (by tensor), and how a jet's pieces combine."""
+
+    def __init__(self, source, batched, summed):
+        self.source, self.batched, self.summed = source, batched, summed
+        self.jets, self.first = {}, None
+        value = source if source.dtype != tf.resource else _read_of(source)
+        self.n = (value.shape[1:] if batched else value.shape).num_elements()
+        if self.n is None:  # known when the graph runs only
+            self.n = tf.reduce_prod(tf.shape(value)[1:]) if batched else tf.size(value)
+        if source.dtype != tf.resource:
+            self.jets[source.ref()] = (self.start(source), None)
+
+    def visit(self, op):
+        if op.type == "ReadVariableOp" and op.inputs[0] is self.source:
+            self.first = self.first if self.first is not None else self.start(op.outputs[0])
+            self.jets[op.outputs[0].ref()] = (self.first, None)
+            return
+        jets = [self.jets.get(t.ref()) for t in op.inputs]
+        if op.type in _CONSTANT or all(jet is None for jet in jets):
+            return
+        outputs = [t for t in op.outputs if t.dtype.is_floating]
+        if not outputs:
+            return
+        made = _RULES[op.type](self, op, jets)
+        for t, jet in zip(op.outputs, made if isinstance(made, list) else [made]):
+            if jet is not None and t.dtype.is_floating:
+                self.jets[t.ref()] = jet
+
+    def start(self, x):
+        """J at the source: one-hot directions, per sample (lazily broadcast) if batched."""
+        n, static = self.n, self.static_n()
+        _rank(x)
+        if self.batched:
+            shape = tf.concat([tf.stack([n, 1]), tf.shape(x)[1:]], 0)
+            known = tf.TensorShape([static, 1]).concatenate(x.shape[1:])
+        else:
+            shape, known = self.with_n(tf.shape(x)), tf.TensorShape([static]).concatenate(x.shape)
+        J = tf.reshape(tf.eye(n, dtype=x.dtype), shape)
+        J.set_shape(known)
+        return J
+
+    def static_n(self):
+        return self.n if isinstance(self.n, int) else None
+
+    def result(self, target):
+        jet = self.jets.get(target.ref())
+        S = None if jet is None else jet[1]
+        shape = tf.shape(target) if self.summed else self.with_n(tf.shape(target))
+        return tf.zeros(shape, target.dtype) if S is None else tf.broadcast_to(S, shape)
+
+    def with_n(self, shape):
+        return tf.concat([tf.reshape(tf.cast(self.n, shape.dtype), [1]), shape], 0)
+
+    def squared(self, J):
+        """The J² term of S: summed over the directions or per direction."""
+        return tf.reduce_sum(J * J, 0) if self.summed else J * J
+
+    def cross(self, product):
+        return tf.reduce_sum(product, 0) if self.summed else product
+
+    def chain(self, jet, d1, d2, rank):
+        """y = g(a) with g' = d1, g'' = d2 (None: zero): J = g' J_a, S = g' S_a + g'' J_a²."""
+        J, S = _aligned(jet[0], rank + 1), jet[1]
+        if S is not None and not self.summed:
+            S = _aligned(S, rank + 1)
+        return d1 * J, _plus(None if S is None else d1 * S,
+                             None if d2 is None else d2 * self.squared(J))
+
+    def bilinear(self, product, a, b, jets, rank):
+        """y = product(a, b), bilinear: S = S_a b + a S_b + 2 Σ J_a J_b (the cross term)."""
+        (Ja, Sa), (Jb, Sb) = (jet or (None, None) for jet in jets)
+        Ja, Jb = _aligned(Ja, rank + 1), _aligned(Jb, rank + 1)
+        if not self.summed:
+            Sa, Sb = _aligned(Sa, rank + 1), _aligned(Sb, rank + 1)
+        J = _plus(_times(product, Ja, b), _times(product, a, Jb))
+        both = None if Ja is None or Jb is None else 2 * self.cross(product(Ja, Jb))
+        return J, _plus(_plus(_times(product, Sa, b), _times(product, a, Sb)), both)
+
+    def linear(self, jet, like, fn):
+        """A linear op `fn(x, shifted)` on J and S, materialised to `like`'s shape first;
+        `shifted` says whether x has the leading n axis."""
+        J, S = jet
+        J = fn(self.full(J, like, True), True)
+        if S is not None:
+            S = fn(self.full(S, like, not self.summed), not self.summed)
+        return J, S
+
+    def full(self, x, like, shifted):
+        shape = tf.TensorShape([self.static_n()]).concatenate(like.shape) if shifted else like.shape
+        if shape.is_fully_defined() and x.shape == shape:
+            return x
+        return tf.broadcast_to(x, self.with_n(tf.shape(like)) if shifted else tf.shape(like))
+
+    def zeros(self, like, shifted):
+        return tf.zeros(self.with_n(tf.shape(like)) if shifted else tf.shape(like), like.dtype)
+
+
+def _read_of(handle):
+    """A read of the variable behind `handle`: the value the directions are shaped like."""
+    for op in handle.consumers():
+        if op.type == "ReadVariableOp":
+            return op.outputs[0]
+    raise _unsupported(f"variable handle '{handle.name}' that is never read")
+
+
+def _rank(t) -> int:
+    if t.shape.rank is None:
+        raise _unsupported(f"tensor '{t.name}' of unknown rank")
+    return t.shape.rank
+
+
+def _aligned(x, rank):
+    """x with size-one axes inserted after its leading n axis up to `rank`, so that it
+    broadcasts (right-aligned) against a higher-rank output with the n axis kept first."""
+    if x is None:
+        return None
+    for _ in range(rank - x.shape.rank):
+        x = tf.expand_dims(x, 1)
+    return x
+
+
+def _plus(a, b):
+    return b if a is None else a if b is None else a + b
+
+
+def _times(product, a, b):
+    return None if a is None or b is None else product(a, b)
+
+
+def _shift(axis, shifted):
+    """An axis of t as an axis of [n] + t.shape (negative axes count from the end)."""
+    axis = np.asarray(axis)
+    return np.where(axis >= 0, axis + 1, axis) if shifted else axis
+
+
+def _static(op, tensor):
+    value = tf.get_static_value(tensor)
+    if value is None:
+        raise _unsupported(f"{_named(op)} with the non-constant input '{tensor.name}'")
+    return value
+
+
+# Elementwise y = g(a): (a, y) -> (g'(a), g''(a)), each broadcasting against y.
+_DERIVATIVES = {
+    "Tanh": lambda a, y: (d := 1 - y * y, -2 * y * d),
+    "Sigmoid": lambda a, y: (d := y * (1 - y), d * (1 - 2 * y)),
+    "Sin": lambda a, y: (tf.cos(a), -y),
+    "Cos": lambda a, y: (-tf.sin(a), -y),
+    "Exp": lambda a, y: (y, y),
+    "Log": lambda a, y: (d := 1 / a, -d * d),
+    "Log1p": lambda a, y: (d := 1 / (1 + a), -d * d),
+    "Expm1": lambda a, y: (y + 1, y + 1),
+    "Square": lambda a, y: (2 * a, 2),
+    "Sqrt": lambda a, y: (d := 0.5 / y, -0.5 * d / a),
+    "Rsqrt": lambda a, y: (d := -0.5 * y * y * y, -1.5 * d * y * y),
+    "Reciprocal": lambda a, y: (-y * y, 2 * y * y * y),
+    "Inv": lambda a, y: (-y * y, 2 * y * y * y),
+    "Softplus": lambda a, y: (d := tf.sigmoid(a), d * (1 - d)),
+    "Relu": lambda a, y: (tf.cast(a > 0, a.dtype), None),
+    "Elu": lambda a, y: (tf.where(a > 0, tf.ones_like(y), y + 1), tf.where(a > 0, 0 * y, y + 1)),
+    "Selu": lambda a, y: (tf.where(a > 0, _SELU_SCALE + 0 * y, y + _SELU_SCALE * _SELU_ALPHA),
+                          tf.where(a > 0, 0 * y, y + _SELU_SCALE * _SELU_ALPHA)),
+    "Erf": lambda a, y: (d := 2 / math.sqrt(math.pi) * tf.exp(-a * a), -2 * a * d),
+    "Tan": lambda a, y: (d := 1 + y * y, 2 * y * d),
+    "Atan": lambda a, y: (d := 1 / (1 + a * a), -2 * a * d * d),
+    "Sinh": lambda a, y: (tf.cosh(a), y),
+    "Cosh": lambda a, y: (tf.sinh(a), y),
+    "Abs": lambda a, y: (tf.sign(a), None),
+    "Softsign": lambda a, y: (d := 1 / (1 + tf.abs(a)), -2 * tf.sign(a) * d * d * d),
+}
+# Elementwise ops whose g' and g'' come from tf.gradients (one input, of y's shape).
+_GENERIC = frozenset({"Asinh", "Acosh", "Atanh", "Asin", "Acos", "Erfc",
+                      "LeakyRelu", "Relu6", "Lgamma", "Digamma"})
+
+
+def _explicit(walk, op, jets):
+    a, y = op.inputs[0], op.outputs[0]
+    d1, d2 = _DERIVATIVES[op.type](a, y)
+    return walk.chain(jets[0], d1, d2, _rank(y))
+
+
+def _generic(walk, op, jets):
+    a, y = op.inputs[0], op.outputs[0]
+    d1 = tf.gradients(y, a, grad_ys=tf.ones_like(y))[0]
+    d2 = tf.gradients(d1, a, grad_ys=tf.ones_like(a))[0]
+    return walk.chain(jets[0], d1, d2, _rank(y))
+
+
+def _sum(walk, signs, jets, rank):
+    """A signed sum of the inputs (broadcasting): J and S add the same way."""
+    def add(parts):
+        terms = [p if s == 1 else -p for s, p in parts if p is not None]
+        return functools.reduce(operator.add, terms) if terms else None
+
+    J = add([(s, _aligned(j[0], rank + 1)) for s, j in zip(signs, jets) if j is not None])
+    S = add([(s, j[1] if walk.summed else _aligned(j[1], rank + 1))
+             for s, j in zip(signs, jets) if j is not None])
+    return J, S
+
+
+def _signed(walk, op, jets):
+    """Add, AddV2, BiasAdd, AddN and Sub."""
+    if op.type == "BiasAdd" and op.get_attr("data_format") not in (b"NHWC", "NHWC"):
+        raise _unsupported(f"{_named(op)} in the NCHW format")
+    signs = [1, -1] if op.type == "Sub" else [1] * len(jets)
+    return _sum(walk, signs, jets, _rank(op.outputs[0]))
+
+
+def _div(walk, op, jets):
+    """a / b: linear in a; with b on the path, a times the jet of 1 / b."""
+    (a, b), rank = op.inputs, _rank(op.outputs[0])
+    if jets[1] is None:
+        return walk.bilinear(tf.divide, a, b, jets, rank)
+    r = 1 / b
+    inverse = walk.chain(jets[1], -r * r, 2 * r * r * r, _rank(b))
+    return walk.bilinear(tf.multiply, a, r, [jets[0], inverse], rank)
+
+
+def _pow(walk, op, jets):
+    (a, b), y = op.inputs, op.outputs[0]
+    if jets[1] is None:
+        return walk.chain(jets[0], b * tf.pow(a, b - 1), b * (b - 1) * tf.pow(a, b - 2), _rank(y))
+    if jets[0] is None:
+        d = y * tf.math.log(a)
+        return walk.chain(jets[1], d, d * tf.math.log(a), _rank(y))
+    raise _unsupported(f"{_named(op)} with both inputs on the path")
+
+
+def _squared_difference(walk, op, jets):
+    (a, b), rank = op.inputs, _rank(op.outputs[0])
+    return walk.chain(_sum(walk, [1, -1], jets, rank), 2 * (a - b), 2, rank)
+
+
+def _matmul(walk, op, jets):
+    flags = ("transpose_a", "transpose_b") if op.type == "MatMul" else ("adj_x", "adj_y")
+    ta, tb = (op.get_attr(flag) for flag in flags)
+
+    def product(x, y):
+        if x.shape.rank == 3 and y.shape.rank == 2 and not ta:
+            return _flat_matmul(x, y, tb)
+        return tf.linalg.matmul(x, y, transpose_a=ta, transpose_b=tb)
+    a, b = op.inputs[:2]
+    return walk.bilinear(product, a, b, jets, _rank(op.outputs[0]))
+
+
+def _flat_matmul(x, y, transpose_b):
+    """[n, m, k] @ [k, h] as one 2-D product of [n m, k]: faster than a broadcast batch."""
+    shape = tf.shape(x)
+    flat = tf.linalg.matmul(tf.reshape(x, [-1, shape[2]]), y, transpose_b=transpose_b)
+    return tf.reshape(flat, tf.concat([shape[:2], tf.shape(flat)[1:]], 0))
+
+
+def _select(walk, op, jets):
+    """tf.where: linear in the two branches, the condition a constant."""
+    cond, rank = op.inputs[0], _rank(op.outputs[0])
+    if op.type == "Select" and _rank(cond) != rank:
+        raise _unsupported(f"{_named(op)} with a condition of lower rank")
+    zero = tf.zeros([], op.outputs[0].dtype)
+
+    def pick(x, y, shifted):
+        if x is None and y is None:
+            return None
+        x, y = (zero if v is None else _aligned(v, rank + 1) if shifted else v for v in (x, y))
+        return tf.where(cond, x, y)  # SelectV2, which broadcasts (v1 Select does not)
+    (Ja, Sa), (Jb, Sb) = (jet or (None, None) for jet in jets[1:])
+    return pick(Ja, Jb, True), pick(Sa, Sb, not walk.summed)
+
+
+def _linear(build):
+    """A rule for an op linear in its input 0: build(op) -> fn(x, shifted)."""
+    def rule(walk, op, jets):
+        return walk.linear(jets[0], op.inputs[0], build(op))
+    return rule
+
+
+def _same(walk, op, jets):
+    return jets[:len(op.outputs)]
+
+
+def _each(fn):
+    """A rule for an elementwise linear op: fn(op, x) on J and S as they are (lazy)."""
+    def rule(walk, op, jets):
+        J, S = jets[0]
+        return fn(op, J), None if S is None else fn(op, S)
+    return rule
+
+
+def _with_first(first, values, shifted):
+    values = tf.convert_to_tensor(values)
+    return tf.concat([tf.constant([first], values.dtype), values], 0) if shifted else values
+
+
+def _n_then(x, shape, shifted):
+    """`shape`, after x's leading n axis when shifted."""
+    return tf.concat([tf.shape(x, out_type=shape.dtype)[:1], shape], 0) if shifted else shape
+
+
+def _strided_slice(op):
+    begin, end, strides = op.inputs[1:]
+    masks = {name: op.get_attr(name) for name in (
+        "begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")}
+
+    def fn(x, s):
+        if not s:
+            return tf.strided_slice(x, begin, end, strides, **masks)
+        shifted = {k: (v << 1) | (k in ("begin_mask", "end_mask")) for k, v in masks.items()}
+        return tf.strided_slice(x, _with_first(0, begin, s), _with_first(0, end, s),
+                                _with_first(1, strides, s), **shifted)
+    return fn
+
+
+def _reduce(reduce):
+    def build(op):
+        axis, keep = _static(op, op.inputs[1]), op.get_attr("keep_dims")
+        return lambda x, s: reduce(x, _shift(axis, s).tolist(), keepdims=keep)
+    return build
+
+
+def _expand_dims(op):
+    axis = int(_static(op, op.inputs[1]))
+    return lambda x, s: tf.expand_dims(x, int(_shift(axis, s)))
+
+
+def _squeeze(op):
+    axes = list(op.get_attr("squeeze_dims"))
+    if not axes:
+        dims = op.inputs[0].shape.as_list()
+        if None in dims:
+            raise _unsupported(f"{_named(op)} without axes on a partly unknown shape")
+        axes = [i for i, dim in enumerate(dims) if dim == 1]
+    return lambda x, s: tf.squeeze(x, _shift(axes, s).tolist())
+
+
+def _transpose(op):
+    perm = np.asarray(_static(op, op.inputs[1])) % _rank(op.inputs[0])
+    return lambda x, s: tf.transpose(x, [0] + (perm + 1).tolist() if s else perm.tolist())
+
+
+def _gather(op):
+    if op.get_attr("batch_dims") != 0:
+        raise _unsupported(f"{_named(op)} with batch_dims")
+    indices, axis = op.inputs[1], int(_static(op, op.inputs[2]))
+    return lambda x, s: tf.gather(x, indices, axis=int(_shift(axis, s)))
+
+
+def _joined(join):
+    """Concat and Pack: every input's jet materialised, constants as zeros."""
+    def rule(walk, op, jets):
+        values = op.inputs[:-1] if op.type == "ConcatV2" else op.inputs
+        axis = int(_static(op, op.inputs[-1]) if op.type == "ConcatV2" else op.get_attr("axis"))
+        pairs = list(zip(values, jets))
+
+        def part(k, shifted):
+            if all(jet is None or jet[k] is None for _, jet in pairs):
+                return None
+            return join([walk.zeros(v, shifted) if jet is None or jet[k] is None
+                         else walk.full(jet[k], v, shifted) for v, jet in pairs],
+                        int(_shift(axis, shifted)))
+        return part(0, True), part(1, not walk.summed)
+    return rule
+
+
+def _unpack(walk, op, jets):
+    axis, count = op.get_attr("axis"), op.get_attr("num")
+    parts = [None if x is None else tf.unstack(x, count, int(_shift(axis, s)))
+             for x, s in zip(walk.linear(jets[0], op.inputs[0], lambda x, s: x),
+                             (True, not walk.summed))]
+    return [(parts[0][i], None if parts[1] is None else parts[1][i]) for i in range(count)]
+
+
+_RULES = {
+    **{name: _explicit for name in _DERIVATIVES},
+    **{name: _generic for name in _GENERIC},
+    **dict.fromkeys(("Add", "AddV2", "BiasAdd", "AddN", "Sub"), _signed),
+    "Mul": lambda walk, op, jets: walk.bilinear(tf.multiply, *op.inputs, jets,
+                                                _rank(op.outputs[0])),
+    "RealDiv": _div, "Div": _div, "Pow": _pow,
+    "SquaredDifference": _squared_difference,
+    **dict.fromkeys(("MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3"), _matmul),
+    "Select": _select, "SelectV2": _select,
+    **dict.fromkeys(("Identity", "IdentityN", "Snapshot", "EnsureShape", "CheckNumerics"),
+                    _same),
+    "Neg": _each(lambda op, x: -x),
+    "Cast": _each(lambda op, x: tf.cast(x, op.outputs[0].dtype)),
+    "ReadVariableOp": _same,  # of the source handle: Walk.visit starts the directions there
+    "Reshape": _linear(lambda op: lambda x, s: tf.reshape(x, _n_then(x, op.inputs[1], s))),
+    "BroadcastTo": _linear(lambda op: lambda x, s: tf.broadcast_to(x, _n_then(
+        x, op.inputs[1], s))),
+    "Slice": _linear(lambda op: lambda x, s: tf.slice(
+        x, _with_first(0, op.inputs[1], s), _with_first(-1, op.inputs[2], s))),
+    "Tile": _linear(lambda op: lambda x, s: tf.tile(x, _with_first(1, op.inputs[1], s))),
+    "StridedSlice": _linear(_strided_slice), "Sum": _linear(_reduce(tf.reduce_sum)),
+    "Mean": _linear(_reduce(tf.reduce_mean)), "ExpandDims": _linear(_expand_dims),
+    "Squeeze": _linear(_squeeze), "Transpose": _linear(_transpose),
+    "GatherV2": _linear(_gather),
+    "ConcatV2": _joined(tf.concat), "Pack": _joined(tf.stack), "Unpack": _unpack,
+}

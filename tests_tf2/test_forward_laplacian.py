@@ -1,0 +1,221 @@
+"""The forward Laplacian (compat_grads._forward_laplacian) in a tf.function and in a v1 graph
+of TF2, against the diagonal and trace of a nested-tape Hessian, in float64."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from compat_grads import _forward_laplacian as fl
+
+RTOL = 1e-10
+RNG = np.random.default_rng(0)
+W = [RNG.normal(size=shape) for shape in ([3, 8], [8, 8], [8, 8], [8, 1])]
+B = [RNG.normal(size=[8]) for _ in range(3)]
+C43 = RNG.normal(size=[4, 3])
+W34, B4 = RNG.normal(size=[3, 4]), RNG.normal(size=[4])
+
+
+def mlp(x, weights=W, biases=B):
+    for w, b in zip(weights[:-1], biases):
+        x = tf.tanh(tf.matmul(x, w) + b)
+    return tf.matmul(x, weights[-1])[:, 0]
+
+
+def pinn(x, t):
+    return mlp(tf.concat([x, t], 1), [W[0][:2], *W[1:]]) * tf.sin(x[:, 0])
+
+
+def reductions(x):
+    outer = tf.tanh(x)[:, :, None] * tf.sin(x)[:, None, :]
+    scale = tf.cast(tf.shape(x)[1], x.dtype)  # an integer path from x: a constant
+    cubes = tf.reduce_sum(x ** 3, -1, keepdims=True)[:, 0]
+    return tf.reduce_mean(outer, axis=[1, 2]) + cubes / scale
+
+
+def slices(x):
+    return tf.sin(x[:, 0:1]) * x[..., 1:2] ** 2 + tf.exp(x[..., 1])[:, None] * x[:, 2:]
+
+
+def stopped(x):
+    return tf.reduce_sum(x ** 2 * tf.stop_gradient(x) + tf.sqrt(1 + x * x), 1)
+
+
+def stacked(x):
+    a, b = tf.unstack(tf.transpose(tf.stack([x, tf.sin(x)], 2), [0, 2, 1]), axis=1)
+    return a * b
+
+
+def batch_coupled(x):  # sums over the batch axis: the lazily broadcast start is made full
+    return tf.reduce_sum(tf.tanh(tf.reshape(x, [-1]) * tf.reduce_mean(x, 0)[0]))
+
+
+# name: (f, input shapes, sources checked, batched modes)
+CASES = {
+    "mlp": (mlp, [[5, 3]], [0], (False, True)),
+    "3x2y_plus_y2": (lambda x: 3 * x[:, 0] ** 2 * x[:, 1] + x[:, 1] ** 2, [[5, 2]], [0],
+                     (False, True)),
+    "pinn": (pinn, [[5, 1], [5, 1]], [0, 1], (False, True)),
+    "cross_terms": (lambda x: x[:, 0] * x[:, 1] + tf.sin(x[:, 0]) * x[:, 1] ** 2, [[5, 2]], [0],
+                    (False, True)),
+    "rational": (lambda x: x / (1 + x * x), [[5, 3]], [0], (False, True)),
+    "bias": (lambda x: tf.nn.bias_add(tf.tanh(x) @ W34, B4) ** 2, [[5, 3]], [0], (False, True)),
+    "broadcast_3_against_4x3": (lambda x: tf.sin(x * C43 + x ** 2) * tf.exp(x), [[3]], [0],
+                                (False,)),
+    "slices": (slices, [[5, 3]], [0], (False, True)),
+    "reductions": (reductions, [[5, 3]], [0], (False, True)),
+    "stop_gradient": (stopped, [[5, 3]], [0], (False, True)),
+    "batch_coupled": (batch_coupled, [[5, 2]], [0], (False, True)),
+    "pack_unpack_transpose": (stacked, [[5, 3]], [0], (False, True)),
+}
+PARAMS = [(name, k, batched, summed) for name, (_, _, sources, modes) in CASES.items()
+          for k in sources for batched in modes for summed in (True, False)]
+
+
+def _values(shapes):
+    return [np.random.default_rng(1).normal(size=shape) for shape in shapes]
+
+
+def oracle(f, values, k, batched, summed):
+    """The diagonal (or trace) from a nested-tape full Hessian, `[n] + y.shape`."""
+    xs = [tf.constant(v) for v in values]
+    with tf.GradientTape() as outer:
+        outer.watch(xs[k])
+        with tf.GradientTape() as inner:
+            inner.watch(xs[k])
+            y = f(*xs)
+        jacobian = inner.jacobian(y, xs[k])
+    hessian = outer.jacobian(jacobian, xs[k]).numpy()
+    x, y = values[k], y.numpy()
+    if batched:
+        h = hessian.reshape([y.size, x.shape[0], -1, x.shape[0], x[0].size])
+        diagonal = np.einsum("yajbj->jy", h)
+    else:
+        diagonal = np.einsum("yjj->jy", hessian.reshape([y.size, x.size, x.size]))
+    diagonal = diagonal.reshape((-1,) + y.shape)
+    return diagonal.sum(0) if summed else diagonal
+
+
+def in_function(f, values, k, batched, summed, signature=None):
+    @tf.function(input_signature=signature)
+    def run(*xs):
+        return fl.propagate(f(*xs), xs[k], batched=batched, summed=summed)
+    return run(*[tf.constant(v) for v in values]).numpy()
+
+
+def in_v1_graph(f, values, k, batched, summed):
+    with tf.Graph().as_default():
+        xs = [tf.compat.v1.placeholder(tf.float64, v.shape) for v in values]
+        out = fl.propagate(f(*xs), xs[k], batched=batched, summed=summed)
+        with tf.compat.v1.Session() as session:
+            return session.run(out, dict(zip(xs, values)))
+
+
+def assert_close(got, want):
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=RTOL, atol=RTOL * np.abs(want).max())
+
+
+@pytest.mark.parametrize("run", [in_function, in_v1_graph])
+@pytest.mark.parametrize("name,k,batched,summed", PARAMS)
+def test_matches_the_nested_tape_hessian(name, k, batched, summed, run):
+    f, shapes, _, _ = CASES[name]
+    values = _values(shapes)
+    assert_close(run(f, values, k, batched, summed), oracle(f, values, k, batched, summed))
+
+
+def test_the_diagonal_is_not_the_row_sums_with_cross_terms():
+    f, shapes, _, _ = CASES["cross_terms"]
+    values = _values(shapes)
+    got = in_function(f, values, 0, True, False)
+    xs = tf.constant(values[0])
+    with tf.GradientTape() as outer:
+        outer.watch(xs)
+        with tf.GradientTape() as inner:
+            inner.watch(xs)
+            y = f(xs)
+        gradient = inner.gradient(y, xs)
+    row_sums = tf.reduce_sum(outer.batch_jacobian(gradient, xs), 2).numpy().T
+    assert np.abs(got - row_sums).max() > 0.1
+
+
+@pytest.mark.parametrize("summed", [True, False])
+def test_unknown_batch_dimension(summed):
+    values = _values([[5, 3]])
+    signature = [tf.TensorSpec([None, 3], tf.float64)]
+    assert_close(in_function(mlp, values, 0, True, summed, signature),
+                 oracle(mlp, values, 0, True, summed))
+
+
+@pytest.mark.parametrize("graph", [False, True])
+def test_variable_source_through_its_handle(graph):
+    values = _values([[5, 3]])
+    want = oracle(mlp, values, 0, True, True)
+    if graph:
+        with tf.Graph().as_default():
+            v = tf.Variable(values[0])
+            out = fl.propagate(mlp(v), v.handle, batched=True, summed=True)
+            with tf.compat.v1.Session() as session:
+                session.run(v.initializer)
+                got = session.run(out)
+    else:
+        v = tf.Variable(values[0])
+        got = tf.function(lambda: fl.propagate(mlp(v), tf.convert_to_tensor(v.handle),
+                                               batched=True, summed=True))().numpy()
+    assert_close(got, want)
+
+
+def test_softmax_is_unsupported_and_named():
+    with pytest.raises(fl.Unsupported) as caught:
+        in_function(lambda x: tf.reduce_sum(tf.nn.softmax(x, name="probs") * C43[0], 1),
+                    _values([[5, 3]]), 0, True, True)
+    assert "(Softmax)" in caught.value.reason and "probs" in caught.value.reason
+
+
+def test_cond_on_the_path_is_unsupported():
+    def f(x):
+        return tf.cond(tf.reduce_sum(x) > 0, lambda: tf.sin(x), lambda: x * x)
+    with pytest.raises(fl.Unsupported, match="If"):
+        in_function(f, _values([[5, 3]]), 0, True, True)
+
+
+def _in_unit(x):  # inside (-1, 1) and (0, 1): the domains of Atanh, Asin, Acos, Log
+    return 0.1 + 0.8 * tf.sigmoid(x)
+
+
+ELEMENTWISE = {
+    **{name: getattr(tf.math, name.lower()) for name in (
+        "Tanh", "Sigmoid", "Sin", "Cos", "Exp", "Log1p", "Expm1", "Square", "Erf", "Atan",
+        "Sinh", "Cosh", "Abs", "Softsign", "Asinh", "Erfc", "Lgamma", "Digamma")},
+    "Log": lambda x: tf.math.log(_in_unit(x)), "Sqrt": lambda x: tf.sqrt(_in_unit(x)),
+    "Rsqrt": lambda x: tf.math.rsqrt(_in_unit(x)), "Tan": lambda x: tf.tan(_in_unit(x)),
+    "Reciprocal": lambda x: tf.math.reciprocal(_in_unit(x)),
+    "Acosh": lambda x: tf.acosh(1 + _in_unit(x)), "Atanh": lambda x: tf.atanh(_in_unit(x)),
+    "Asin": lambda x: tf.asin(_in_unit(x)), "Acos": lambda x: tf.acos(_in_unit(x)),
+    "Softplus": tf.nn.softplus, "Relu": tf.nn.relu, "Elu": tf.nn.elu, "Selu": tf.nn.selu,
+    "Relu6": lambda x: tf.nn.relu6(3 * x), "LeakyRelu": tf.nn.leaky_relu,
+    "Pow": lambda x: _in_unit(x) ** 2.5 + 1.7 ** x,
+    "SquaredDifference": lambda x: tf.math.squared_difference(x, tf.sin(x)) + (x - 0.3) ** 2,
+}
+LINEAR = {
+    "Tile_Gather_Squeeze": lambda x: tf.squeeze(tf.gather(tf.tile(tf.sin(x)[:, :, None], [1, 2, 1]),
+                                                          [2, 0, 2], axis=1), -1) * x[:, :1],
+    "ExpandDims_Slice_AddN": lambda x: tf.add_n([tf.slice(tf.expand_dims(x * x, -1), [0, 1, 0],
+                                                          [-1, 2, -1])[..., 0], x[:, :2]]),
+    "Select_Sub_Neg": lambda x: tf.where(x > 0, x ** 3, -tf.sin(x)) - tf.cos(x),
+    "Cast_BroadcastTo": lambda x: tf.cast(tf.broadcast_to(tf.cast(x, tf.float32)[:, None, :],
+                                                          [5, 2, 3]) ** 2, tf.float64),
+    "Reshape_Concat": lambda x: tf.reshape(tf.concat([tf.exp(x), C43[:1] + 0 * x], 1), [5, 2, 3]),
+    "BatchMatMul": lambda x: tf.linalg.matmul(x[:, None, :] * x[:, :, None], x[:, :, None],
+                                              transpose_a=True)[..., 0],
+}
+
+# The same function for the oracle where TensorFlow has no second derivative of the op.
+OVERTWICE = {"Softsign": lambda x: x / (1 + tf.abs(x))}
+
+
+@pytest.mark.parametrize("batched", [False, True])
+@pytest.mark.parametrize("name", sorted({**ELEMENTWISE, **LINEAR}))
+def test_each_rule(name, batched):
+    f, values = {**ELEMENTWISE, **LINEAR}[name], _values([[5, 3]])
+    same = OVERTWICE.get(name, f)
+    assert_close(in_function(f, values, 0, batched, False), oracle(same, values, 0, batched, False))
