@@ -67,6 +67,8 @@ def propagate(target, source, *, batched: bool, summed: bool):
     Raises Unsupported when an op on the path has no rule (or shapes/ranks needed are not
     statically known where a rule needs them, or TF1 control flow is on the path).
     """
+    if isinstance(source, tf.Variable) and not hasattr(source, "handle"):
+        source = source.op.outputs[0]  # a TF1 reference variable: its ref tensor
     walk = _Walk(source, batched, summed)
     ops = _graph_walk.between([target], [source])
     _check(ops, source)
@@ -129,7 +131,7 @@ class _Walk:
             known = tf.TensorShape([static, 1]).concatenate(x.shape[1:])
         else:
             shape, known = self.with_n(tf.shape(x)), tf.TensorShape([static]).concatenate(x.shape)
-        J = tf.reshape(tf.eye(n, dtype=x.dtype), shape)
+        J = tf.reshape(tf.eye(n, dtype=x.dtype.base_dtype), shape)
         J.set_shape(known)
         return J
 
@@ -138,7 +140,9 @@ class _Walk:
 
     def result(self, target):
         jet = self.jets.get(target.ref())
-        S = None if jet is None else jet[1]
+        if jet is None:  # not connected: as tf.gradients gives None
+            return None
+        S = jet[1]
         shape = tf.shape(target) if self.summed else self.with_n(tf.shape(target))
         return tf.zeros(shape, target.dtype) if S is None else tf.broadcast_to(S, shape)
 

@@ -56,3 +56,23 @@ def test_tf1_cond_on_the_path_is_unsupported():
     with pytest.raises(fl.Unsupported) as caught:
         fl.propagate(y, x, batched=True, summed=True)
     assert "Switch" in caught.value.reason or "Merge" in caught.value.reason
+
+
+def test_a_reference_variable_source():
+    """TF1's default variables are reference variables, read through an Identity: their
+    ref tensor starts the directions (not zeros, as a missed source would give)."""
+    with tf.Graph().as_default():
+        v = tf.compat.v1.Variable([1.0, 2.0], dtype=tf.float64, use_resource=False)
+        y = tf.reduce_sum(v ** 3)
+        diagonal = fl.propagate(y, v, batched=False, summed=False)
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            np.testing.assert_allclose(session.run(diagonal), [6.0, 12.0], rtol=RTOL)
+
+
+def test_an_unconnected_source_is_none():
+    """A target that does not depend on the source: None, as tf.gradients gives."""
+    with tf.Graph().as_default():
+        x = tf.compat.v1.placeholder(tf.float64, [3])
+        other = tf.compat.v1.placeholder(tf.float64, [3])
+        assert fl.propagate(tf.reduce_sum(other ** 2), x, batched=False, summed=True) is None

@@ -146,3 +146,45 @@ def test_the_pinn_example_in_tf2():
     np.testing.assert_allclose(scope["r_tf2"], want, rtol=1e-10, atol=1e-12)
     error = scope["error"].numpy()
     assert np.all(np.abs(scope["estimate"] - scope["exact"]) <= 5 * error + 1e-12)
+
+
+def test_an_op_without_a_rule_warns_and_gives_the_same_values():
+    """Softmax has no forward-Laplacian rule: the products compute it, with a warning that
+    names the op; eager code without a graph takes the products silently."""
+    x = tf.constant(XY)
+
+    def f(x):
+        return tf.reduce_sum(tf.nn.softmax(x) * x, axis=1)
+    want = np.diagonal(cg.batch_hessian(f, x).numpy(), 0, 1, 2)
+    with pytest.warns(cg.VectorizationWarning, match=r"compat_grads\.batch_hessian_diagonal: "
+                      r"the forward Laplacian has no rule for op '.*' \(Softmax\).*same "
+                      r"values, slower"):
+        got = cg.batch_hessian_diagonal(f, x)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    np.testing.assert_allclose(cg.batch_hessian_diagonal(f, x, compile=False), want,
+                               rtol=1e-12)
+
+
+def test_the_forward_laplacian_and_the_products_agree():
+    """"auto" takes the forward Laplacian; an explicit strategy and chunk_size the
+    products: the same values, to rounding."""
+    x = tf.constant(np.random.default_rng(0).normal(size=(6, 3)))
+    w = np.random.default_rng(1).normal(size=(3, 4))
+
+    def u(x):
+        return tf.reduce_sum(tf.tanh(tf.matmul(x, w)) ** 2, axis=1)
+    fast = cg.batch_laplacian(u, x).numpy()
+    for options in ({"strategy": "forward"}, {"strategy": "reverse"}, {"strategy": "loop"},
+                    {"chunk_size": 2}):
+        np.testing.assert_allclose(cg.batch_laplacian(u, x, **options), fast, rtol=1e-12)
+
+
+def test_python_code_has_no_second_derivative():
+    """As hessian: a tf.py_function on the path is a clear DerivativeError, never a silent
+    zero."""
+    def f(x):
+        return tf.reduce_sum(tf.py_function(lambda t: t ** 2, [x], tf.float64) * x, axis=1)
+    with pytest.raises(cg.DerivativeError, match=r"compat_grads\.batch_laplacian: .*"
+                       r"tf\.py_function"):
+        with pytest.warns(cg.VectorizationWarning, match=r"EagerPyFunc"):
+            cg.batch_laplacian(f, tf.constant(XY))
