@@ -493,3 +493,8 @@ _RULES = {
     "GatherV2": _linear(_gather),
     "ConcatV2": _joined(tf.concat), "Pack": _joined(tf.stack), "Unpack": _unpack,
 }
+
+
+def ops_with_rules() -> list:
+    """The op types the forward Laplacian goes through (the docs list them), sorted."""
+    return sorted({*_RULES, *_CONSTANT})

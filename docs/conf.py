@@ -19,6 +19,7 @@ extensions = [
     "sphinx_copybutton",
     "api_links",
     "scan_rules",
+    "laplacian_ops",
 ]
 # Single backticks in our Google-style docstrings are code: a Python reference, linked when
 # it names something (ours, TensorFlow's, NumPy's), monospace text when it does not.
