@@ -91,9 +91,8 @@ def run(spec: Spec, target, args: tuple, **given):
         _value.no_aux_for_tensor(spec.name, target, spec.argument)
     if options.distribute is not None:
         return _distributed(spec, target, args, options)
-    return _compiled_or_run(spec, target, args, options,
-                            _finished(spec, options, functools.partial(_undistributed, spec,
-                                                                       options)))
+    return _compiled_or_run(spec, target, args, options, lambda checked: _finished(
+        spec, checked, functools.partial(_undistributed, spec, checked)))
 
 
 def split(spec: Spec, target, args: tuple, options: _options.Options) -> _distribute.Split:
@@ -169,20 +168,36 @@ def _distributed(spec, target, args, options):
     def pieces(target, args):
         return _distribute.run(name, options.distribute, options.gather,
                                split(spec, target, args, options), options.jit_compile)
-    return _compiled_or_run(spec, target, args, options,
-                            pieces if spec.samples else _finished(spec, options, pieces))
+    body = pieces if spec.samples else _finished(spec, options, pieces)
+    return _compiled_or_run(spec, target, args, options, lambda checked: body)
 
 
-def _compiled_or_run(spec, target, args, options, body):
-    """`body(target, args)`, compiled when the call is a callable target in eager mode that
-    may be compiled."""
+def _compiled_or_run(spec, target, args, options, make_body):
+    """`make_body(options)(target, args)`, compiled when the call is a callable target in
+    eager mode that may be compiled."""
     # Cheap tests first: this runs on every eager call (tensors and variables are not callable).
     if (options.compile and callable(target) and options.tape is None
             and dispatch.runs_eagerly()):
+        passed, body, estimator = _seed_as_input(args, options, make_body)
         key = (spec.name, options.how, options.independent, options.loss_fn,
                _distribute.hashable(options.distribute), options.gather, options.has_aux,
-               options.return_value, options.flat, options.estimator)
-        if run_compiled := _compile.compiled(target, args, key, body, options.jit_compile,
+               options.return_value, options.flat, estimator)
+        if run_compiled := _compile.compiled(target, passed, key, body, options.jit_compile,
                                              spec.bind_sources):
             return run_compiled()
-    return body(target, args)
+    return make_body(options)(target, args)
+
+
+def _seed_as_input(args, options, make_body):
+    """(the arguments, the body, the estimator options the compiled function is keyed on).
+    An estimate's seed is one more tensor input, not part of the key: a training loop that
+    draws new probes each step with a new seed runs one trace."""
+    estimator = options.estimator
+    if estimator.method == "exact":
+        return args, make_body(options), estimator
+
+    def body(target, passed):
+        seeded = dataclasses.replace(estimator, seed=passed[-1])
+        return make_body(dataclasses.replace(options, estimator=seeded))(target, passed[:-1])
+    return ((*args, tf.constant(estimator.seed, tf.int64)), body,
+            dataclasses.replace(estimator, seed=0))

@@ -180,9 +180,10 @@ def traces_of_jacobian(backend, source, how, batched=False):
 
 def probes(x, estimator, k, batched):
     """`[num_samples] + x.shape` Rademacher (±1) probes for source k, from the stateless
-    seed: the same on every route, in every mode."""
+    seed (an int, or the int64 tensor a compiled call passes it as): the same on every
+    route, in every mode."""
     shape = tf.concat([[estimator.probes], tf.shape(x)], 0)
-    seed = tf.constant([estimator.seed, k], tf.int64)
+    seed = tf.stack([tf.cast(estimator.seed, tf.int64), tf.constant(k, tf.int64)])
     bits = tf.random.stateless_uniform(shape, seed, minval=0, maxval=2, dtype=tf.int32)
     out = tf.cast(2 * bits - 1, st.dtype_of(x))
     out.set_shape(tf.TensorShape([estimator.probes]).concatenate(x.shape))

@@ -3,6 +3,8 @@
 error), the exact values where the diagonal differs from the row sums, and the forms PINN
 code writes. The TF1 graph's side is tests_tf1/test_traces_tf1.py."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -73,6 +75,22 @@ def test_estimates_are_unbiased_and_their_standard_errors_honest(name):
     assert np.all(np.abs(means.mean(0) - exact) <= 4 * spread / np.sqrt(40) + 1e-9)
     ratio = errors.mean(0)[varies] / spread[varies]
     assert varies.any() and np.all((ratio > 1 / 1.6) & (ratio < 1.6)), ratio
+
+
+def test_a_new_seed_runs_the_same_trace():
+    """A training loop with new probes each step: the seed is an input of the compiled
+    function, so ten seeds trace once (no recompile warning) and each gives the uncompiled
+    estimate."""
+    cg.clear_cache()
+    x = tf.constant(XY)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        compiled = [cg.batch_laplacian(_f, x, method="hutchinson", seed=seed).numpy()
+                    for seed in range(10)]
+    for seed, got in enumerate(compiled):
+        eager = cg.batch_laplacian(_f, x, method="hutchinson", seed=seed, compile=False)
+        np.testing.assert_allclose(got, eager, rtol=1e-12)
+    assert len({tuple(c) for c in compiled}) == 10
 
 
 def test_seeds_differ_and_one_seed_repeats():
