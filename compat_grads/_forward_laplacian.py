@@ -20,7 +20,6 @@ import operator
 import numpy as np
 
 from compat_grads import _graph_walk
-from compat_grads._errors import message
 from compat_grads._tf import tf
 
 _SELU_SCALE, _SELU_ALPHA = 1.0507009873554805, 1.6732632423543772
@@ -43,10 +42,9 @@ class Unsupported(Exception):
 
 
 def _unsupported(reason: str) -> Unsupported:
-    return Unsupported(message("laplacian", f"no forward-Laplacian rule for {reason} on the "
-                                            "path from the source to the target",
-                               "Use the reverse-mode route (the trace of batch_hessian)"),
-                       reason)
+    """The caller (`compat_grads._traces`) names its public function and what it does
+    instead; the error carries what has no rule."""
+    return Unsupported(f"no forward-Laplacian rule for {reason}", reason)
 
 
 def _named(op) -> str:
@@ -81,11 +79,14 @@ def _check(ops, source):
     """Raise Unsupported for the first op on the path without a rule, before building any."""
     carrying = {source.ref()}
     for op in ops:
-        outputs = [t for t in op.outputs if t.dtype.is_floating]
-        if op.type in _CONSTANT or not any(t.ref() in carrying for t in op.inputs) or not (
-                outputs or any(t.dtype.is_complex for t in op.outputs)):
+        if op.type in _CONSTANT or not any(t.ref() in carrying for t in op.inputs):
             continue
-        if any(t.dtype.is_complex for t in op.outputs) or op.type not in _RULES:
+        outputs = [t for t in op.outputs if t.dtype.is_floating]
+        # Integer, bool and string outputs are constants to tf.gradients too; a variant, a
+        # resource or a complex output carries the derivative on (a TensorList of a
+        # tf.map_fn, a While loop): without a rule it must not look unconnected.
+        if any(not (t.dtype.is_floating or _inert(t.dtype)) for t in op.outputs) or (
+                outputs and op.type not in _RULES):
             raise _unsupported(_named(op))
         for t in outputs:
             if t.shape.rank is None:
@@ -140,11 +141,10 @@ class _Walk:
 
     def result(self, target):
         jet = self.jets.get(target.ref())
-        if jet is None:  # not connected: as tf.gradients gives None
-            return None
-        S = jet[1]
+        if jet is None or jet[1] is None:  # not connected, or linear: as tf.gradients of
+            return None                    # the gradient gives None
         shape = tf.shape(target) if self.summed else self.with_n(tf.shape(target))
-        return tf.zeros(shape, target.dtype) if S is None else tf.broadcast_to(S, shape)
+        return tf.broadcast_to(jet[1], shape)
 
     def with_n(self, shape):
         return tf.concat([tf.reshape(tf.cast(self.n, shape.dtype), [1]), shape], 0)
@@ -201,6 +201,11 @@ def _read_of(handle):
     raise _unsupported(f"variable handle '{handle.name}' that is never read")
 
 
+def _inert(dtype) -> bool:
+    """Values no derivative flows through."""
+    return dtype.is_integer or dtype.is_bool or dtype == tf.string
+
+
 def _rank(t) -> int:
     if t.shape.rank is None:
         raise _unsupported(f"tensor '{t.name}' of unknown rank")
@@ -214,6 +219,16 @@ def _aligned(x, rank):
         return None
     for _ in range(rank - x.shape.rank):
         x = tf.expand_dims(x, 1)
+    return x
+
+
+def _leading(x, rank):
+    """A summed S (no n axis) with size-one axes in front up to `rank`: a term of a
+    broadcasting sum, ranked as the output for a matmul that follows."""
+    if x is None:
+        return None
+    for _ in range(rank - x.shape.rank):
+        x = tf.expand_dims(x, 0)
     return x
 
 
@@ -264,7 +279,7 @@ _DERIVATIVES = {
     "Sinh": lambda a, y: (tf.cosh(a), y),
     "Cosh": lambda a, y: (tf.sinh(a), y),
     "Abs": lambda a, y: (tf.sign(a), None),
-    "Softsign": lambda a, y: (d := 1 / (1 + tf.abs(a)), -2 * tf.sign(a) * d * d * d),
+    "Softsign": lambda a, y: ((d := 1 / (1 + tf.abs(a))) * d, -2 * tf.sign(a) * d * d * d),
 }
 # Elementwise ops whose g' and g'' come from tf.gradients (one input, of y's shape).
 _GENERIC = frozenset({"Asinh", "Acosh", "Atanh", "Asin", "Acos", "Erfc",
@@ -291,7 +306,7 @@ def _sum(walk, signs, jets, rank):
         return functools.reduce(operator.add, terms) if terms else None
 
     J = add([(s, _aligned(j[0], rank + 1)) for s, j in zip(signs, jets) if j is not None])
-    S = add([(s, j[1] if walk.summed else _aligned(j[1], rank + 1))
+    S = add([(s, _leading(j[1], rank) if walk.summed else _aligned(j[1], rank + 1))
              for s, j in zip(signs, jets) if j is not None])
     return J, S
 
@@ -338,7 +353,23 @@ def _matmul(walk, op, jets):
             return _flat_matmul(x, y, tb)
         return tf.linalg.matmul(x, y, transpose_a=ta, transpose_b=tb)
     a, b = op.inputs[:2]
+    # A lazily broadcast jet (a size-one axis) works where the product broadcasts, the left
+    # operand's rows; an axis the product contracts needs its full size.
+    jets = [_full_jet(walk, jets[0], a, keep_rows=not ta), _full_jet(walk, jets[1], b, False)]
     return walk.bilinear(product, a, b, jets, _rank(op.outputs[0]))
+
+
+def _full_jet(walk, jet, like, keep_rows):
+    """`jet` broadcast to `like`'s shape (J with its n axis, S with it unless summed), where
+    it is not already, unless it may stay lazy (`keep_rows`: S summed still made full)."""
+    if jet is None:
+        return None
+    J, S = jet
+    if not keep_rows:
+        J = walk.full(J, like, True)
+    if S is not None and (walk.summed or not keep_rows):
+        S = walk.full(S, like, not walk.summed)
+    return J, S
 
 
 def _flat_matmul(x, y, transpose_b):

@@ -13,12 +13,18 @@ from compat_grads._tf import tf
 
 
 def _scalar(name, target, instead):
-    if target.shape.num_elements() not in (1, None):
+    """ValueError for a target known not to be a scalar; the run-time check when its size
+    is only known then (None when it is known to be one)."""
+    fix = (f"Reduce it to the scalar you want the second derivatives of (e.g. with "
+           f"tf.reduce_sum), or use {instead} for one scalar per sample.")
+    elements = target.shape.num_elements()
+    if elements not in (1, None):
         raise ValueError(message(
-            name, f"target must be a scalar, but it has shape {target.shape}",
-            f"Reduce it to the scalar you want the second derivatives of (e.g. with "
-            f"tf.reduce_sum), or use {instead} for one scalar per sample."))
-    return target
+            name, f"target must be a scalar, but it has shape {target.shape}", fix))
+    if elements is None:
+        return tf.debugging.assert_equal(tf.size(target), 1, message=message(
+            name, "target must be a scalar", fix))
+    return None
 
 
 def _square(name, target, source, batched):
@@ -88,12 +94,35 @@ def _diagonal(name, target, args, options, summed=False):
     problem = st.make_problem(name, target, sources)
     backend = dispatch.backend_for(problem, order=2)
     flat = problem.flat
-    _scalar(name, backend.target, "batch_laplacian" if summed else "batch_hessian_diagonal")
+    guard = _scalar(name, backend.target,
+                    "batch_laplacian" if summed else "batch_hessian_diagonal")
     if summed:
         _one_dtype(name, flat)
+    return _waiting(guard, _diagonal_of_scalar(problem, backend, options, summed,
+                                               propagate=guard is None))
+
+
+def _waiting(guard, result):
+    """`result`, each tensor of it made after the run-time check `guard` has passed. (A
+    control-dependency block around the computation is not enough: TensorFlow gives the
+    dependency to the block's constants only, and the computation may run first.)"""
+    if guard is None:
+        return result
+
+    def wait(t):
+        with tf.control_dependencies([guard]):
+            return tf.identity(t)
+    return tf.nest.map_structure(wait, result)
+
+
+def _diagonal_of_scalar(problem, backend, options, summed, propagate):
+    """The diagonals of a scalar target (or their sum); `propagate`: the forward Laplacian
+    may be tried (its target is known to be a scalar)."""
+    flat = problem.flat
     like = tf.zeros([], st.dtype_of(flat[0])) if summed else None
     if options.estimator.method == "exact":
-        found = _traces.diagonals(backend, flat, options.how, summed=summed)
+        found = _traces.diagonals(backend, flat, options.how, summed=summed,
+                                  propagate=propagate)
         if summed:
             return _total(found, options, like)
         return problem.pack([_filled(d, x, options) for d, x in zip(found, flat)])

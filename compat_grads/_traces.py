@@ -28,11 +28,13 @@ from compat_grads._tf import tf
 # -- exact -----------------------------------------------------------------------------------
 
 
-def diagonals(backend, flat, how, batched=False, summed=False):
+def diagonals(backend, flat, how, batched=False, summed=False, propagate=True):
     """Per source, the Hessian diagonal of the scalar target (`x.shape`), or of each sample's
     scalar (`batched`: `[b] + x.shape[1:]`); with `summed`, its sum (a scalar, or `[b]`).
-    None where the source does not reach the gradient."""
-    fast = _propagated(backend, flat, batched, summed) if _may_propagate(how) else None
+    None where the source does not reach the gradient. `propagate`: the forward Laplacian
+    may be tried."""
+    fast = (_propagated(backend, flat, batched, summed)
+            if propagate and _may_propagate(backend, flat, how, batched) else None)
     if fast is not None:
         return fast
     gradient = backend.vjp_backend(lambda targets: [tf.ones_like(targets[0])])
@@ -91,11 +93,20 @@ def _shaped(diagonal, x, batched, summed):
     return st.reshape(diagonal, tf.shape(x), x.shape)
 
 
-def _may_propagate(how):
-    """The forward Laplacian pushes every direction at once: it is the "auto" choice, and
-    an explicit strategy (the products' direction, "loop" for the least memory) or a
-    `chunk_size` (directions in flight) asks for the products."""
-    return how.strategy == "auto" and how.chunk_size is None
+def _may_propagate(backend, flat, how, batched):
+    """The forward Laplacian pushes every direction at once: it is the "auto" choice when
+    its n directions of each source fit in `max_bytes` (then the products, whose own check
+    says how to chunk them); an explicit strategy (the products' direction, "loop" for the
+    least memory) or a `chunk_size` (directions in flight) asks for the products."""
+    if how.strategy != "auto" or how.chunk_size is not None:
+        return False
+    try:  # n directions, each as large as its source (the tensors on the path are more)
+        _memory.check(backend.function, how, [
+            (st.per_sample_size(x) if batched else st.size(x), 0, _memory.nbytes(x))
+            for x in flat])
+    except ValueError:
+        return False
+    return True
 
 
 def _propagated(backend, flat, batched, summed):

@@ -95,17 +95,28 @@ def oracle(f, values, k, batched, summed):
     return diagonal.sum(0) if summed else diagonal
 
 
+def propagated(y, x, batched, summed):
+    """`propagate`, with its None for a target linear in x (no second derivative, as
+    tf.gradients gives) as the zeros it stands for."""
+    out = fl.propagate(y, x, batched=batched, summed=summed)
+    if out is not None:
+        return out
+    n = tf.reduce_prod(tf.shape(x)[1:]) if batched else tf.size(x)
+    shape = tf.shape(y) if summed else tf.concat([[n], tf.shape(y)], 0)
+    return tf.zeros(shape, y.dtype)
+
+
 def in_function(f, values, k, batched, summed, signature=None):
     @tf.function(input_signature=signature)
     def run(*xs):
-        return fl.propagate(f(*xs), xs[k], batched=batched, summed=summed)
+        return propagated(f(*xs), xs[k], batched, summed)
     return run(*[tf.constant(v) for v in values]).numpy()
 
 
 def in_v1_graph(f, values, k, batched, summed):
     with tf.Graph().as_default():
         xs = [tf.compat.v1.placeholder(tf.float64, v.shape) for v in values]
-        out = fl.propagate(f(*xs), xs[k], batched=batched, summed=summed)
+        out = propagated(f(*xs), xs[k], batched, summed)
         with tf.compat.v1.Session() as session:
             return session.run(out, dict(zip(xs, values)))
 

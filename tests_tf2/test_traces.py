@@ -206,3 +206,83 @@ def test_python_code_has_no_second_derivative():
                        r"tf\.py_function"):
         with pytest.warns(cg.VectorizationWarning, match=r"EagerPyFunc"):
             cg.batch_laplacian(f, tf.constant(XY))
+
+
+def test_a_map_fn_on_the_path_takes_the_products():
+    """A tf.map_fn carries the derivative through a TensorList (a variant), which has no
+    rule: the products compute it (with a warning), never a silent None."""
+    x = tf.constant([1.0, 2.0, 3.0], tf.float64)
+
+    def f(x):
+        return tf.reduce_sum(tf.map_fn(lambda r: r ** 3, x))
+    with pytest.warns(cg.VectorizationWarning, match=r"TensorListFromTensor"):
+        got = cg.hessian_diagonal(f, x)
+    np.testing.assert_allclose(got, 6 * x.numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("name, g", [
+    ("softsign", tf.nn.softsign), ("tanh", tf.tanh), ("softplus", tf.nn.softplus),
+    ("sigmoid", tf.sigmoid), ("erf", tf.math.erf), ("atan", tf.atan)])
+def test_an_elementwise_rule_inside_a_composition(name, g):
+    """Each rule's first derivative enters the second through the chain rule: g(x)³ checks
+    g' and g'' together, against the products."""
+    x = tf.constant([0.5, -1.5, 2.0], tf.float64)
+
+    def f(x):
+        return tf.reduce_sum(g(x) ** 3)
+    want = cg.hessian_diagonal(f, x, strategy="reverse") if name != "softsign" else \
+        _softsign_cubed_second(x.numpy())
+    np.testing.assert_allclose(cg.hessian_diagonal(f, x), want, rtol=1e-10)
+
+
+def _softsign_cubed_second(x):
+    """d²/dx² s(x)³, s = x / (1 + |x|): TensorFlow has no second derivative of Softsign."""
+    s, d1 = x / (1 + np.abs(x)), 1 / (1 + np.abs(x)) ** 2
+    d2 = -2 * np.sign(x) / (1 + np.abs(x)) ** 3
+    return 6 * s * d1 ** 2 + 3 * s ** 2 * d2
+
+
+def test_a_summed_laplacian_through_a_broadcast_then_a_matmul():
+    w, c = tf.ones([4, 4], tf.float64), tf.ones([2, 4], tf.float64)
+
+    def f(x):
+        return tf.reduce_sum(tf.matmul(tf.square(x) + c, w))
+    x = tf.ones([4], tf.float64)
+    np.testing.assert_allclose(cg.laplacian(f, x), cg.laplacian(f, x, strategy="reverse"))
+    np.testing.assert_allclose(cg.laplacian(f, x), 64.0)
+
+
+def test_a_linear_target_has_no_second_derivative():
+    """As hessian: None (zeros with unconnected_gradients="zero"), on every path."""
+    x = tf.constant([1.0, 2.0])
+
+    def f(x):
+        return tf.reduce_sum(3 * x)
+    assert cg.hessian_diagonal(f, x) is None
+    assert cg.hessian_diagonal(f, x, strategy="reverse") is None
+    np.testing.assert_array_equal(cg.hessian_diagonal(f, x, unconnected_gradients="zero"),
+                                  [0.0, 0.0])
+    assert float(cg.laplacian(f, x, unconnected_gradients="zero")) == 0.0
+
+
+def test_a_target_of_unknown_size_is_checked_to_be_a_scalar():
+    @tf.function(input_signature=[tf.TensorSpec([None])])
+    def laplacian(x):
+        return cg.laplacian(x ** 3, x)
+    assert float(laplacian(tf.constant([2.0]))) == 12.0
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"compat_grads\.laplacian: "
+                       r"target must be a scalar.*batch_laplacian"):
+        laplacian(tf.constant([1.0, 2.0, 3.0]))
+
+
+def test_max_bytes_bounds_the_forward_laplacian_too():
+    """n directions of a 3000-element source do not fit in 100 kB: the products' check says
+    so (and how to chunk), and chunk_size= computes it."""
+    def f(x):
+        return tf.reduce_sum(x ** 3)
+    x = tf.ones([3000])
+    with pytest.raises(ValueError, match=r"compat_grads\.hessian_diagonal: .*max_bytes=100000"
+                       r".*Pass chunk_size="):
+        cg.hessian_diagonal(f, x, max_bytes=100000)
+    np.testing.assert_allclose(cg.hessian_diagonal(f, x, max_bytes=100000, chunk_size=7),
+                               np.full(3000, 6.0))
