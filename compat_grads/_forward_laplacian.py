@@ -212,23 +212,15 @@ def _rank(t) -> int:
     return t.shape.rank
 
 
-def _aligned(x, rank):
-    """x with size-one axes inserted after its leading n axis up to `rank`, so that it
-    broadcasts (right-aligned) against a higher-rank output with the n axis kept first."""
+def _aligned(x, rank, at=1):
+    """x with size-one axes inserted at `at` up to `rank`: after its leading n axis (1), so
+    that it broadcasts (right-aligned) against a higher-rank output with the n axis kept
+    first; in front (0) for a summed S (no n axis), ranked as the output of a broadcasting
+    sum for a matmul that follows."""
     if x is None:
         return None
     for _ in range(rank - x.shape.rank):
-        x = tf.expand_dims(x, 1)
-    return x
-
-
-def _leading(x, rank):
-    """A summed S (no n axis) with size-one axes in front up to `rank`: a term of a
-    broadcasting sum, ranked as the output for a matmul that follows."""
-    if x is None:
-        return None
-    for _ in range(rank - x.shape.rank):
-        x = tf.expand_dims(x, 0)
+        x = tf.expand_dims(x, at)
     return x
 
 
@@ -306,7 +298,7 @@ def _sum(walk, signs, jets, rank):
         return functools.reduce(operator.add, terms) if terms else None
 
     J = add([(s, _aligned(j[0], rank + 1)) for s, j in zip(signs, jets) if j is not None])
-    S = add([(s, _leading(j[1], rank) if walk.summed else _aligned(j[1], rank + 1))
+    S = add([(s, _aligned(j[1], rank, at=0) if walk.summed else _aligned(j[1], rank + 1))
              for s, j in zip(signs, jets) if j is not None])
     return J, S
 
