@@ -1,18 +1,21 @@
 """The diagonals and traces in a TF1 graph: the guide's PINN residual, and Hutchinson's
 estimate equal to the documented one (the TF2 suite checks its routes against the same)."""
 
+import pathlib
+
 import numpy as np
 import tensorflow as tf
 
 import compat_grads as cg
 from compat_grads.testing import estimates, pinn
 
+PAGE = pathlib.Path(__file__).resolve().parents[1] / "docs" / "traces.rst"
 XY = np.array([[-6.0, -3.0], [1.0, 8.0], [0.5, -1.5], [2.0, 0.25]])
 
 
 def test_the_pinn_example_in_a_tf1_graph():
     scope = {}
-    first, in_tf1, _ = pinn.blocks("A PINN residual in TF1 and TF2")
+    first, in_tf1, _ = pinn.blocks(PAGE, "A PINN residual in TF1 and TF2")
     with tf.Graph().as_default():
         for block in (first, in_tf1):
             exec(block, scope)  # noqa: S102 - the documentation's own example

@@ -3,6 +3,7 @@
 error), the exact values where the diagonal differs from the row sums, and the forms PINN
 code writes. The TF1 graph's side is tests_tf1/test_traces_tf1.py."""
 
+import pathlib
 import warnings
 
 import numpy as np
@@ -12,6 +13,7 @@ import compat_grads as cg
 from compat_grads._tf import tf
 from compat_grads.testing import estimates, modes, pinn
 
+PAGE = pathlib.Path(__file__).resolve().parents[1] / "docs" / "traces.rst"
 XY = np.array([[-6.0, -3.0], [1.0, 8.0], [0.5, -1.5], [2.0, 0.25]])
 
 
@@ -156,8 +158,8 @@ def test_the_pinn_example_in_tf2():
     """Burgers' residual as the guide writes it, against the network's derivatives written
     out in numpy (tests_tf1 runs the TF1 block against the same)."""
     scope = {}
-    first, _, in_tf2, estimate = pinn.blocks("A PINN residual in TF1 and TF2") + \
-        pinn.blocks("Estimates")
+    first, _, in_tf2, estimate = pinn.blocks(PAGE, "A PINN residual in TF1 and TF2") + \
+        pinn.blocks(PAGE, "Estimates")
     for block in (first, in_tf2, estimate):
         exec(block, scope)  # noqa: S102 - the documentation's own example
     want = pinn.burgers_residual(*(scope[k] for k in ("points", "w1", "w2", "w3", "nu")))

@@ -4,16 +4,15 @@ out in numpy (float64)."""
 
 from __future__ import annotations
 
-import pathlib
 import re
 
 import numpy as np
 
-PAGE = pathlib.Path(__file__).resolve().parents[2] / "docs" / "traces.rst"
 
-
-def blocks(title, page=PAGE):
-    """The python code blocks of the section `title` of `page`, unindented."""
+def blocks(page, title):
+    """The python code blocks of the section `title` of the docs page `page` (a path: the
+    suites pass their checkout's docs/traces.rst; an installed package has no docs),
+    unindented."""
     text = page.read_text()
     start = text.index(f"\n{title}\n")
     end = re.search(r"\n[^\n]+\n-{4,}\n", text[start + len(title) + 2:])
