@@ -6,7 +6,7 @@ directions, and S its second derivative along them, summed over the directions (
 the Laplacian) or one per direction (`[n] + t.shape`: the Hessian's diagonal). There is no
 reverse pass: one forward walk carries all n directions at once.
 
-J and a per-direction S have rank(t) + 1 and only need to BROADCAST to `[n] + t.shape` (a
+J and a per-direction S have rank_of(t) + 1 and only need to BROADCAST to `[n] + t.shape` (a
 summed S to `t.shape`): the batched start `[n, 1, ...]` stays lazy through elementwise ops
 and matmuls, and a rule that depends on the full shape materialises it first. None is zero.
 """
@@ -16,38 +16,30 @@ from __future__ import annotations
 import functools
 import operator
 
-import numpy as np
-
 from compat_grads import _graph_walk
 from compat_grads._elementwise_derivatives import DERIVATIVES as _DERIVATIVES
+from compat_grads._linear_jets import (
+    Unsupported,
+    expand_dims,
+    gather,
+    n_then,
+    named,
+    rank_of,
+    reduction,
+    shift,
+    squeeze,
+    static,
+    strided_slice,
+    transpose,
+    unsupported,
+    with_first,
+)
 from compat_grads._tf import tf
+
+__all__ = ["Unsupported", "ops_with_rules", "propagate", "tangents"]
 
 # Ops whose outputs are constants to tf.gradients (no gradient flows through them).
 _CONSTANT = frozenset({"StopGradient", "PreventGradient", "ZerosLike", "OnesLike"})
-
-
-class Unsupported(Exception):
-    """The target runs an op without a forward-Laplacian rule; `.reason` names it, e.g.
-    "op 'dense/Softmax' (Softmax)"."""
-
-    __init__ = Exception.__init__  # AutoGraph keeps the type (see _errors.ModeError)
-
-    def __str__(self):
-        return str(self.args[0]) if self.args else ""
-
-    @property
-    def reason(self) -> str:
-        return self.args[-1] if self.args else ""
-
-
-def _unsupported(reason: str) -> Unsupported:
-    """The caller (`compat_grads._traces`) names its public function and what it does
-    instead; the error carries what has no rule."""
-    return Unsupported(f"no forward-Laplacian rule for {reason}", reason)
-
-
-def _named(op) -> str:
-    return f"op '{op.name}' ({op.type})"
 
 
 @tf.autograph.experimental.do_not_convert
@@ -64,11 +56,23 @@ def propagate(target, source, *, batched: bool, summed: bool):
     Raises Unsupported when an op on the path has no rule (or shapes/ranks needed are not
     statically known where a rule needs them, or TF1 control flow is on the path).
     """
-    if isinstance(source, tf.Variable) and not hasattr(source, "handle"):
-        source = source.op.outputs[0]  # a TF1 reference variable: its ref tensor
-    walk = _Walk(source, batched, summed)
-    ops = _graph_walk.between([target], [source])
-    _check(ops, source)
+    return _walked(target, _Walk(source, batched, summed))
+
+
+@tf.autograph.experimental.do_not_convert
+def tangents(target, source, *, batched: bool):
+    """J at `target`, `[n] + target.shape`: the first-order half of `propagate`'s walk (the
+    same directions, no second derivatives), or None where the target is not connected.
+    Raises Unsupported as `propagate` does."""
+    return _walked(target, _Walk(source, batched, summed=True, second=False))
+
+
+def _walked(target, walk):
+    if isinstance(walk.source, tf.Variable) and not hasattr(walk.source, "handle"):
+        walk.source = walk.source.op.outputs[0]  # a TF1 reference variable: its ref tensor
+    ops = _graph_walk.between([target], [walk.source])
+    _check(ops, walk.source)
+    walk.begin()
     for op in ops:
         walk.visit(op)
     return walk.result(target)
@@ -86,19 +90,23 @@ def _check(ops, source):
         # tf.map_fn, a While loop): without a rule it must not look unconnected.
         if any(not (t.dtype.is_floating or _inert(t.dtype)) for t in op.outputs) or (
                 outputs and op.type not in _RULES):
-            raise _unsupported(_named(op))
+            raise unsupported(named(op))
         for t in outputs:
             if t.shape.rank is None:
-                raise _unsupported(f"tensor '{t.name}' of unknown rank")
+                raise unsupported(f"tensor '{t.name}' of unknown rank")
         carrying.update(t.ref() for t in outputs)
 
 
 class _Walk:
     """The jets pushed so far (by tensor), and how a jet's pieces combine."""
 
-    def __init__(self, source, batched, summed):
+    def __init__(self, source, batched, summed, second=True):
         self.source, self.batched, self.summed = source, batched, summed
+        self.second = second  # False: J only (every S stays None)
         self.jets, self.first = {}, None
+
+    def begin(self):
+        source, batched = self.source, self.batched
         value = source if source.dtype != tf.resource else _read_of(source)
         self.n = (value.shape[1:] if batched else value.shape).num_elements()
         if self.n is None:  # known when the graph runs only
@@ -125,7 +133,7 @@ class _Walk:
     def start(self, x):
         """J at the source: one-hot directions, per sample (lazily broadcast) if batched."""
         n, static = self.n, self.static_n()
-        _rank(x)
+        rank_of(x)
         if self.batched:
             shape = tf.concat([tf.stack([n, 1]), tf.shape(x)[1:]], 0)
             known = tf.TensorShape([static, 1]).concatenate(x.shape[1:])
@@ -140,6 +148,9 @@ class _Walk:
 
     def result(self, target):
         jet = self.jets.get(target.ref())
+        if not self.second:
+            return None if jet is None else tf.broadcast_to(jet[0], self.with_n(
+                tf.shape(target)))
         if jet is None or jet[1] is None:  # not connected, or linear: as tf.gradients of
             return None                    # the gradient gives None
         shape = tf.shape(target) if self.summed else self.with_n(tf.shape(target))
@@ -160,6 +171,7 @@ class _Walk:
         J, S = _aligned(jet[0], rank + 1), jet[1]
         if S is not None and not self.summed:
             S = _aligned(S, rank + 1)
+        d2 = d2 if self.second else None
         return d1 * J, _plus(None if S is None else d1 * S,
                              None if d2 is None else d2 * self.squared(J))
 
@@ -170,7 +182,8 @@ class _Walk:
         if not self.summed:
             Sa, Sb = _aligned(Sa, rank + 1), _aligned(Sb, rank + 1)
         J = _plus(_times(product, Ja, b), _times(product, a, Jb))
-        both = None if Ja is None or Jb is None else 2 * self.cross(product(Ja, Jb))
+        both = (None if Ja is None or Jb is None or not self.second
+                else 2 * self.cross(product(Ja, Jb)))
         return J, _plus(_plus(_times(product, Sa, b), _times(product, a, Sb)), both)
 
     def linear(self, jet, like, fn):
@@ -197,18 +210,12 @@ def _read_of(handle):
     for op in handle.consumers():
         if op.type == "ReadVariableOp":
             return op.outputs[0]
-    raise _unsupported(f"variable handle '{handle.name}' that is never read")
+    raise unsupported(f"variable handle '{handle.name}' that is never read")
 
 
 def _inert(dtype) -> bool:
     """Values no derivative flows through."""
     return dtype.is_integer or dtype.is_bool or dtype == tf.string
-
-
-def _rank(t) -> int:
-    if t.shape.rank is None:
-        raise _unsupported(f"tensor '{t.name}' of unknown rank")
-    return t.shape.rank
 
 
 def _aligned(x, rank, at=1):
@@ -231,19 +238,6 @@ def _times(product, a, b):
     return None if a is None or b is None else product(a, b)
 
 
-def _shift(axis, shifted):
-    """An axis of t as an axis of [n] + t.shape (negative axes count from the end)."""
-    axis = np.asarray(axis)
-    return np.where(axis >= 0, axis + 1, axis) if shifted else axis
-
-
-def _static(op, tensor):
-    value = tf.get_static_value(tensor)
-    if value is None:
-        raise _unsupported(f"{_named(op)} with the non-constant input '{tensor.name}'")
-    return value
-
-
 # Elementwise ops whose g' and g'' come from tf.gradients (one input, of y's shape).
 _GENERIC = frozenset({"Asinh", "Acosh", "Atanh", "Asin", "Acos", "Erfc",
                       "LeakyRelu", "Relu6", "Lgamma", "Digamma"})
@@ -252,14 +246,14 @@ _GENERIC = frozenset({"Asinh", "Acosh", "Atanh", "Asin", "Acos", "Erfc",
 def _explicit(walk, op, jets):
     a, y = op.inputs[0], op.outputs[0]
     d1, d2 = _DERIVATIVES[op.type](a, y)
-    return walk.chain(jets[0], d1, d2, _rank(y))
+    return walk.chain(jets[0], d1, d2, rank_of(y))
 
 
 def _generic(walk, op, jets):
     a, y = op.inputs[0], op.outputs[0]
     d1 = tf.gradients(y, a, grad_ys=tf.ones_like(y))[0]
-    d2 = tf.gradients(d1, a, grad_ys=tf.ones_like(a))[0]
-    return walk.chain(jets[0], d1, d2, _rank(y))
+    d2 = tf.gradients(d1, a, grad_ys=tf.ones_like(a))[0] if walk.second else None
+    return walk.chain(jets[0], d1, d2, rank_of(y))
 
 
 def _sum(walk, signs, jets, rank):
@@ -277,33 +271,33 @@ def _sum(walk, signs, jets, rank):
 def _signed(walk, op, jets):
     """Add, AddV2, BiasAdd, AddN and Sub."""
     if op.type == "BiasAdd" and op.get_attr("data_format") not in (b"NHWC", "NHWC"):
-        raise _unsupported(f"{_named(op)} in the NCHW format")
+        raise unsupported(f"{named(op)} in the NCHW format")
     signs = [1, -1] if op.type == "Sub" else [1] * len(jets)
-    return _sum(walk, signs, jets, _rank(op.outputs[0]))
+    return _sum(walk, signs, jets, rank_of(op.outputs[0]))
 
 
 def _div(walk, op, jets):
     """a / b: linear in a; with b on the path, a times the jet of 1 / b."""
-    (a, b), rank = op.inputs, _rank(op.outputs[0])
+    (a, b), rank = op.inputs, rank_of(op.outputs[0])
     if jets[1] is None:
         return walk.bilinear(tf.divide, a, b, jets, rank)
     r = 1 / b
-    inverse = walk.chain(jets[1], -r * r, 2 * r * r * r, _rank(b))
+    inverse = walk.chain(jets[1], -r * r, 2 * r * r * r, rank_of(b))
     return walk.bilinear(tf.multiply, a, r, [jets[0], inverse], rank)
 
 
 def _pow(walk, op, jets):
     (a, b), y = op.inputs, op.outputs[0]
     if jets[1] is None:
-        return walk.chain(jets[0], b * tf.pow(a, b - 1), b * (b - 1) * tf.pow(a, b - 2), _rank(y))
+        return walk.chain(jets[0], b * tf.pow(a, b - 1), b * (b - 1) * tf.pow(a, b - 2), rank_of(y))
     if jets[0] is None:
         d = y * tf.math.log(a)
-        return walk.chain(jets[1], d, d * tf.math.log(a), _rank(y))
-    raise _unsupported(f"{_named(op)} with both inputs on the path")
+        return walk.chain(jets[1], d, d * tf.math.log(a), rank_of(y))
+    raise unsupported(f"{named(op)} with both inputs on the path")
 
 
 def _squared_difference(walk, op, jets):
-    (a, b), rank = op.inputs, _rank(op.outputs[0])
+    (a, b), rank = op.inputs, rank_of(op.outputs[0])
     return walk.chain(_sum(walk, [1, -1], jets, rank), 2 * (a - b), 2, rank)
 
 
@@ -319,7 +313,7 @@ def _matmul(walk, op, jets):
     # A lazily broadcast jet (a size-one axis) works where the product broadcasts, the left
     # operand's rows; an axis the product contracts needs its full size.
     jets = [_full_jet(walk, jets[0], a, keep_rows=not ta), _full_jet(walk, jets[1], b, False)]
-    return walk.bilinear(product, a, b, jets, _rank(op.outputs[0]))
+    return walk.bilinear(product, a, b, jets, rank_of(op.outputs[0]))
 
 
 def _full_jet(walk, jet, like, keep_rows):
@@ -344,9 +338,9 @@ def _flat_matmul(x, y, transpose_b):
 
 def _select(walk, op, jets):
     """tf.where: linear in the two branches, the condition a constant."""
-    cond, rank = op.inputs[0], _rank(op.outputs[0])
-    if op.type == "Select" and _rank(cond) != rank:
-        raise _unsupported(f"{_named(op)} with a condition of lower rank")
+    cond, rank = op.inputs[0], rank_of(op.outputs[0])
+    if op.type == "Select" and rank_of(cond) != rank:
+        raise unsupported(f"{named(op)} with a condition of lower rank")
     zero = tf.zeros([], op.outputs[0].dtype)
 
     def pick(x, y, shifted):
@@ -377,69 +371,11 @@ def _each(fn):
     return rule
 
 
-def _with_first(first, values, shifted):
-    values = tf.convert_to_tensor(values)
-    return tf.concat([tf.constant([first], values.dtype), values], 0) if shifted else values
-
-
-def _n_then(x, shape, shifted):
-    """`shape`, after x's leading n axis when shifted."""
-    return tf.concat([tf.shape(x, out_type=shape.dtype)[:1], shape], 0) if shifted else shape
-
-
-def _strided_slice(op):
-    begin, end, strides = op.inputs[1:]
-    masks = {name: op.get_attr(name) for name in (
-        "begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")}
-
-    def fn(x, s):
-        if not s:
-            return tf.strided_slice(x, begin, end, strides, **masks)
-        shifted = {k: (v << 1) | (k in ("begin_mask", "end_mask")) for k, v in masks.items()}
-        return tf.strided_slice(x, _with_first(0, begin, s), _with_first(0, end, s),
-                                _with_first(1, strides, s), **shifted)
-    return fn
-
-
-def _reduce(reduce):
-    def build(op):
-        axis, keep = _static(op, op.inputs[1]), op.get_attr("keep_dims")
-        return lambda x, s: reduce(x, _shift(axis, s).tolist(), keepdims=keep)
-    return build
-
-
-def _expand_dims(op):
-    axis = int(_static(op, op.inputs[1]))
-    return lambda x, s: tf.expand_dims(x, int(_shift(axis, s)))
-
-
-def _squeeze(op):
-    axes = list(op.get_attr("squeeze_dims"))
-    if not axes:
-        dims = op.inputs[0].shape.as_list()
-        if None in dims:
-            raise _unsupported(f"{_named(op)} without axes on a partly unknown shape")
-        axes = [i for i, dim in enumerate(dims) if dim == 1]
-    return lambda x, s: tf.squeeze(x, _shift(axes, s).tolist())
-
-
-def _transpose(op):
-    perm = np.asarray(_static(op, op.inputs[1])) % _rank(op.inputs[0])
-    return lambda x, s: tf.transpose(x, [0] + (perm + 1).tolist() if s else perm.tolist())
-
-
-def _gather(op):
-    if op.get_attr("batch_dims") != 0:
-        raise _unsupported(f"{_named(op)} with batch_dims")
-    indices, axis = op.inputs[1], int(_static(op, op.inputs[2]))
-    return lambda x, s: tf.gather(x, indices, axis=int(_shift(axis, s)))
-
-
 def _joined(join):
     """Concat and Pack: every input's jet materialised, constants as zeros."""
     def rule(walk, op, jets):
         values = op.inputs[:-1] if op.type == "ConcatV2" else op.inputs
-        axis = int(_static(op, op.inputs[-1]) if op.type == "ConcatV2" else op.get_attr("axis"))
+        axis = int(static(op, op.inputs[-1]) if op.type == "ConcatV2" else op.get_attr("axis"))
         pairs = list(zip(values, jets))
 
         def part(k, shifted):
@@ -447,14 +383,14 @@ def _joined(join):
                 return None
             return join([walk.zeros(v, shifted) if jet is None or jet[k] is None
                          else walk.full(jet[k], v, shifted) for v, jet in pairs],
-                        int(_shift(axis, shifted)))
+                        int(shift(axis, shifted)))
         return part(0, True), part(1, not walk.summed)
     return rule
 
 
 def _unpack(walk, op, jets):
     axis, count = op.get_attr("axis"), op.get_attr("num")
-    parts = [None if x is None else tf.unstack(x, count, int(_shift(axis, s)))
+    parts = [None if x is None else tf.unstack(x, count, int(shift(axis, s)))
              for x, s in zip(walk.linear(jets[0], op.inputs[0], lambda x, s: x),
                              (True, not walk.summed))]
     return [(parts[0][i], None if parts[1] is None else parts[1][i]) for i in range(count)]
@@ -465,7 +401,7 @@ _RULES = {
     **{name: _generic for name in _GENERIC},
     **dict.fromkeys(("Add", "AddV2", "BiasAdd", "AddN", "Sub"), _signed),
     "Mul": lambda walk, op, jets: walk.bilinear(tf.multiply, *op.inputs, jets,
-                                                _rank(op.outputs[0])),
+                                                rank_of(op.outputs[0])),
     "RealDiv": _div, "Div": _div, "Pow": _pow,
     "SquaredDifference": _squared_difference,
     **dict.fromkeys(("MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3"), _matmul),
@@ -475,16 +411,16 @@ _RULES = {
     "Neg": _each(lambda op, x: -x),
     "Cast": _each(lambda op, x: tf.cast(x, op.outputs[0].dtype)),
     "ReadVariableOp": _same,  # of the source handle: Walk.visit starts the directions there
-    "Reshape": _linear(lambda op: lambda x, s: tf.reshape(x, _n_then(x, op.inputs[1], s))),
-    "BroadcastTo": _linear(lambda op: lambda x, s: tf.broadcast_to(x, _n_then(
+    "Reshape": _linear(lambda op: lambda x, s: tf.reshape(x, n_then(x, op.inputs[1], s))),
+    "BroadcastTo": _linear(lambda op: lambda x, s: tf.broadcast_to(x, n_then(
         x, op.inputs[1], s))),
     "Slice": _linear(lambda op: lambda x, s: tf.slice(
-        x, _with_first(0, op.inputs[1], s), _with_first(-1, op.inputs[2], s))),
-    "Tile": _linear(lambda op: lambda x, s: tf.tile(x, _with_first(1, op.inputs[1], s))),
-    "StridedSlice": _linear(_strided_slice), "Sum": _linear(_reduce(tf.reduce_sum)),
-    "Mean": _linear(_reduce(tf.reduce_mean)), "ExpandDims": _linear(_expand_dims),
-    "Squeeze": _linear(_squeeze), "Transpose": _linear(_transpose),
-    "GatherV2": _linear(_gather),
+        x, with_first(0, op.inputs[1], s), with_first(-1, op.inputs[2], s))),
+    "Tile": _linear(lambda op: lambda x, s: tf.tile(x, with_first(1, op.inputs[1], s))),
+    "StridedSlice": _linear(strided_slice), "Sum": _linear(reduction(tf.reduce_sum)),
+    "Mean": _linear(reduction(tf.reduce_mean)), "ExpandDims": _linear(expand_dims),
+    "Squeeze": _linear(squeeze), "Transpose": _linear(transpose),
+    "GatherV2": _linear(gather),
     "ConcatV2": _joined(tf.concat), "Pack": _joined(tf.stack), "Unpack": _unpack,
 }
 

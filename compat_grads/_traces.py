@@ -113,7 +113,7 @@ def _propagated(backend, flat, batched, summed):
     """The forward Laplacian's diagonals (or sums), or None where it does not apply: eager
     tensors have no graph to walk; an op without a rule warns and takes the products."""
     target = backend.target
-    if _graph_walk.op_of(target) is None:
+    if not backend.walkable():
         return None
     try:
         found = [_forward_laplacian.propagate(target, x, batched=batched, summed=summed)
@@ -166,7 +166,14 @@ def coupled_diagonal(backend, x, how):
 
 def traces_of_jacobian(backend, source, how, batched=False):
     """The trace of the square Jacobian of the target (`y.shape == x.shape`): a scalar, or
-    one per sample (`[b]`). Row j is element j of the product with the one-hot j."""
+    one per sample (`[b]`): in a graph, from the first-order forward walk where every op
+    has a rule (n directions at once); otherwise row j is element j of the product with the
+    one-hot j."""
+    if _may_propagate(backend, [source], how, batched) and backend.walkable():
+        try:  # an op without a rule: the products, as fast there (no warning)
+            return _trace_of_tangents(backend, source, batched)
+        except _forward_laplacian.Unsupported:
+            pass
     how = how.using(_jacobians.choose_strategy(how.strategy, 1, 1,
                                                backend.forward_per_row() is None))
     forward = how.strategy == "forward"
@@ -184,6 +191,53 @@ def traces_of_jacobian(backend, source, how, batched=False):
     if rows is None:
         return None
     return tf.cast(tf.reduce_sum(rows, axis=0), st.dtype_of(source))
+
+
+def _trace_of_tangents(backend, source, batched):
+    """The forward walk's J at the target (`[n] + y.shape`, y shaped like the source), its
+    diagonal summed: per sample (`[b]`) when batched."""
+    (x,) = backend.differentiated()
+    target, dtype = backend.target, st.dtype_of(source)
+    last = _last_product(target, x) if batched else None
+    if last is not None:  # y = a @ w (+ constants): Σ_j Σ_k J_a[j, s, k] w[k, j]
+        a, w, transposed = last
+        J = _forward_laplacian.tangents(a, x, batched=True)
+        if J is None:
+            return None
+        wt = tf.cast(w if transposed else tf.transpose(w), J.dtype)  # [n, k]
+        trace = tf.reduce_sum(tf.linalg.matvec(J, wt), 0)  # 7x a masked sum at d = 100
+        return tf.cast(tf.broadcast_to(trace, tf.shape(target)[:1]), dtype)
+    J = _forward_laplacian.tangents(target, x, batched=batched)
+    if J is None:
+        return None
+    n = tf.shape(J)[0]
+    if not batched:
+        return tf.cast(tf.linalg.trace(tf.reshape(J, [n, n])), dtype)
+    return tf.cast(tf.linalg.trace(tf.transpose(tf.reshape(J, [n, tf.shape(J)[1], n]),
+                                                [1, 0, 2])), dtype)
+
+
+_ADDS = frozenset({"Identity", "BiasAdd", "Add", "AddV2"})
+
+
+def _last_product(target, source):
+    """(a, w, transpose_b) when the target is `a @ w` of a rank-2 `a` and a `w` the source
+    does not reach, then only identities and adds of such constants (a dense layer without
+    its activation): the trace needs the product's diagonal only, not the [n, b, n]
+    tangents of the target."""
+    def reaches(t):
+        return t is source or bool(_graph_walk.between([t], [source]))
+    t = target
+    while t.op.type in _ADDS:
+        carried = [u for u in t.op.inputs if reaches(u)]
+        if len(carried) != 1 or carried[0].shape != t.shape or not t.shape.is_fully_defined():
+            return None
+        t = carried[0]
+    op = t.op
+    if op.type != "MatMul" or op.get_attr("transpose_a") or op.inputs[0].shape.rank != 2:
+        return None
+    a, w = op.inputs
+    return None if reaches(w) or not reaches(a) else (a, w, op.get_attr("transpose_b"))
 
 
 # -- Hutchinson -----------------------------------------------------------------------------

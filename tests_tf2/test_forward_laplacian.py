@@ -230,3 +230,38 @@ def test_each_rule(name, batched):
     f, values = {**ELEMENTWISE, **LINEAR}[name], _values([[5, 3]])
     same = OVERTWICE.get(name, f)
     assert_close(in_function(f, values, 0, batched, False), oracle(same, values, 0, batched, False))
+
+
+def jacobian_oracle(f, values, k, batched):
+    """`tangents`' J, `[n] + y.shape`, from a tape Jacobian: along each one-hot direction
+    (in every sample at once, when batched)."""
+    xs = [tf.constant(v) for v in values]
+    with tf.GradientTape() as tape:
+        tape.watch(xs[k])
+        y = f(*xs)
+    jacobian = tape.jacobian(y, xs[k]).numpy().reshape([y.numpy().size, values[k].shape[0], -1])
+    columns = jacobian.sum(1) if batched else jacobian.reshape([y.numpy().size, -1])
+    return columns.T.reshape((-1,) + tuple(y.shape))
+
+
+TANGENT_PARAMS = sorted({(name, k, batched) for name, k, batched, _ in PARAMS}
+                        | {(name, 0, batched) for name in LINEAR for batched in (False, True)})
+
+
+@pytest.mark.parametrize("name,k,batched", TANGENT_PARAMS)
+def test_tangents_are_the_jacobian_along_each_direction(name, k, batched):
+    if name in LINEAR:
+        f, values = LINEAR[name], _values([[5, 3]])
+    else:
+        f, values = CASES[name][0], _values(CASES[name][1])
+
+    @tf.function
+    def run(*xs):
+        return fl.tangents(f(*xs), xs[k], batched=batched)
+    assert_close(run(*[tf.constant(v) for v in values]).numpy(),
+                 jacobian_oracle(f, values, k, batched))
+
+
+def test_tangents_of_an_unconnected_target_are_none():
+    got = tf.function(lambda x: fl.tangents(tf.constant(C43), x, batched=True))
+    assert got(tf.constant(_values([[5, 3]])[0])) is None

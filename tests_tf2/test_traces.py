@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import compat_grads as cg
+from compat_grads import _traces
 from compat_grads._tf import tf
 from compat_grads.testing import estimates, modes, pinn
 
@@ -288,3 +289,64 @@ def test_max_bytes_bounds_the_forward_laplacian_too():
         cg.hessian_diagonal(f, x, max_bytes=100000)
     np.testing.assert_allclose(cg.hessian_diagonal(f, x, max_bytes=100000, chunk_size=7),
                                np.full(3000, 6.0))
+
+
+DENSE = [np.random.default_rng(4).normal(size=s) / 2 for s in ([3, 16], [16, 3], [3, 16])]
+
+
+def _fields():
+    """Vector fields R³ → R³ whose last op is (a) a dense layer (the trace is taken from
+    the product's diagonal), (b) one with transpose_b, (c) an activation (the whole
+    tangents, then their diagonal), (d) the source times a matrix (tangents start there)."""
+    w1, w2, w2t = (tf.constant(w) for w in DENSE)
+    return {
+        "dense": lambda x: tf.matmul(tf.tanh(tf.matmul(x, w1)), w2) + 0.5,
+        "transpose_b": lambda x: tf.nn.bias_add(tf.matmul(tf.tanh(x @ w1), w2t,
+                                                          transpose_b=True), w1[0, :3]),
+        "activation": lambda x: tf.sin(tf.matmul(tf.tanh(tf.matmul(x, w1)), w2)),
+        "linear": lambda x: tf.matmul(x, w2t[:, :3]),
+    }
+
+
+@pytest.mark.parametrize("name", ["dense", "transpose_b", "activation", "linear"])
+def test_batch_divergence_from_the_forward_walk_is_the_jacobian_trace(name):
+    f = _fields()[name]
+    x = tf.constant(np.random.default_rng(5).normal(size=[6, 3]))
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = f(x)
+    want = np.trace(tape.batch_jacobian(y, x).numpy(), axis1=1, axis2=2)
+    for strategy in ("auto", "forward", "reverse"):
+        got = cg.batch_divergence(f, x, strategy=strategy).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, err_msg=strategy)
+    single = tf.function(lambda v: cg.divergence(lambda u: f(u[None])[0], v))(x[0])
+    np.testing.assert_allclose(single.numpy(), want[0], rtol=1e-12)
+
+
+def test_the_trace_of_a_dense_layer_needs_only_the_products_diagonal():
+    fields, found = _fields(), {}
+
+    @tf.function
+    def probe(x):
+        for name, f in fields.items():
+            found[name] = _traces._last_product(f(x), x)
+        return x
+    probe(tf.zeros([2, 3], tf.float64))
+    assert {name for name, last in found.items() if last is not None} == {
+        "dense", "transpose_b", "linear"}
+    assert found["transpose_b"][2] is True and found["dense"][2] is False
+
+
+def test_a_divergence_through_an_op_without_a_rule_takes_the_products_silently():
+    """The products are the divergence's usual way (no slower by much than the walk, unlike
+    a Laplacian's): no warning."""
+    w = tf.constant(DENSE[0][:, :3])
+
+    def f(x):
+        return tf.math.cumsum(tf.tanh(x @ w), axis=1)
+    x = tf.constant(np.random.default_rng(6).normal(size=[4, 3]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = cg.batch_divergence(f, x)
+    want = cg.batch_divergence(f, x, strategy="reverse")
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12)

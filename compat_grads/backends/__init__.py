@@ -24,7 +24,7 @@ unconnected one order up.
 import dataclasses
 
 from compat_grads._errors import DerivativeError, message
-from compat_grads._graph_walk import between
+from compat_grads._graph_walk import between, op_of
 from compat_grads._python_ops import python_op
 from compat_grads._structure import Problem, densify, pairs
 from compat_grads._tf import tf
@@ -71,6 +71,11 @@ class Backend:
         """The sources as the target's graph holds them (a resource variable's handle, the
         captured copy of an eager tensor), for walks over its ops."""
         return graph_sources(self.sources)
+
+    def walkable(self) -> bool:
+        """Whether the target is a graph tensor whose ops a walk can visit (the forward
+        Laplacian's); False for an eager tensor (a tape's, in eager code)."""
+        return op_of(self.target) is not None
 
     def path_ops(self) -> list:
         """The graph ops on a path from the sources to the targets (what a row
