@@ -55,13 +55,21 @@ def _diagonal_of(gradient, flat, k, how, batched, summed):
         return [None if product is None else _element(product, j, batched)]
 
     count = st.per_sample_size(x) if batched else st.size(x)
-    like = _element(x, 0, batched)
-    _memory.check(gradient.function, how, [(count, _memory.nbytes(x), _memory.nbytes(like))])
-    (rows,) = stack(gradient, row, count, [like], how, forward or gradient.vjp_reusable)
+    rows = _element_rows(gradient, row, count, x, how, forward, batched)
     if rows is None:
         return None
     diagonal = tf.transpose(rows) if batched else rows  # [n] or [n, b] -> [b, n]
     return _shaped(tf.cast(diagonal, st.dtype_of(x)), x, batched, summed)
+
+
+def _element_rows(backend, row, count, x, how, forward, batched):
+    """`count` rows `row(j)` of one element each (one per sample when batched), stacked
+    (`[count]`, or `[count, b]`) after `max_bytes` is checked for their directions, each
+    shaped like x; None when no row reaches the source."""
+    like = _element(x, 0, batched)
+    _memory.check(backend.function, how, [(count, _memory.nbytes(x), _memory.nbytes(like))])
+    (rows,) = stack(backend, row, count, [like], how, forward or backend.vjp_reusable)
+    return rows
 
 
 def _products(backend, forward):
@@ -154,11 +162,7 @@ def coupled_diagonal(backend, x, how):
         (product,) = gradient.jvp_fn()(unit) if forward else gradient.vjp_fn()(unit)
         return [None if product is None else _element(product, p, False)]
 
-    like = _element(x, 0, False)
-    _memory.check(backend.function, how, [(st.size(x), _memory.nbytes(x),
-                                           _memory.nbytes(like))])
-    (rows,) = stack(backend, row, st.size(target) * n, [like], how,
-                    forward or backend.vjp_reusable)
+    rows = _element_rows(backend, row, st.size(target) * n, x, how, forward, False)
     if rows is None:
         return None
     return st.reshape(tf.cast(rows, st.dtype_of(x)), tf.shape(x), x.shape)
@@ -184,10 +188,7 @@ def traces_of_jacobian(backend, source, how, batched=False):
         return [None if product is None else _element(product, j, batched)]
 
     count = st.per_sample_size(source) if batched else st.size(source)
-    like = _element(source, 0, batched)
-    _memory.check(backend.function, how, [(count, _memory.nbytes(source),
-                                           _memory.nbytes(like))])
-    (rows,) = stack(backend, row, count, [like], how, forward or backend.vjp_reusable)
+    rows = _element_rows(backend, row, count, source, how, forward, batched)
     if rows is None:
         return None
     return tf.cast(tf.reduce_sum(rows, axis=0), st.dtype_of(source))
