@@ -3,7 +3,7 @@ models every part shares (the same fixed-seed weights in TF2, TF1, JAX and DeepX
 
     python -m compat_grads.bench.traces_process tf1 REPEATS B D...   # TF1 graph: build, run
     python -m compat_grads.bench.traces_process deepxde REPEATS B D...
-    python -m compat_grads.bench.traces_process memory B D WHAT     # laplacian | gradient
+    python -m compat_grads.bench.traces_process memory B D WHAT     # a key of MEMORY
 
 Each prints one JSON line. The TF1 and DeepXDE rows carry our per-sample Laplacians at the
 same size (`values`), so that the parent checks them against its own.
@@ -121,6 +121,10 @@ def deepxde(repeats, b, dims):
     return rows
 
 
+MEMORY = {"laplacian": "batch_laplacian", "laplacian-chunk10": "batch_laplacian, chunk_size=10",
+          "gradient": "one gradient pass (tape.gradient of sum(u), tf.function)"}
+
+
 def memory(b, d, what):
     """The rise of peak RSS (VmHWM, reset first) over the first call, tracing included (as
     bench/memory.py measures), and the CPU allocator's peak (tensors only) when TensorFlow
@@ -138,7 +142,9 @@ def memory(b, d, what):
             y = tf.reduce_sum(u(x))
         return tape.gradient(y, x)
 
-    call = {"laplacian": lambda: cg.batch_laplacian(u, x), "gradient": lambda: gradient(x)}
+    call = {"laplacian": lambda: cg.batch_laplacian(u, x),
+            "laplacian-chunk10": lambda: cg.batch_laplacian(u, x, chunk_size=10),
+            "gradient": lambda: gradient(x)}
     _ = (tf.constant(1.0) + 1.0).numpy()  # start the runtime before the baseline
     reset_peak_rss()
     tf.config.experimental.reset_memory_stats("CPU:0")
@@ -146,7 +152,7 @@ def memory(b, d, what):
     call[what]().numpy()
     peak = rss_mb("VmHWM:") - baseline
     allocator = tf.config.experimental.get_memory_info("CPU:0")["peak"] / 2 ** 20
-    return {"b": b, "d": d, "what": what, "peak_rss_delta_mb": peak,
+    return {"b": b, "d": d, "what": MEMORY[what], "peak_rss_delta_mb": peak,
             "allocator_peak_mb": allocator}
 
 
