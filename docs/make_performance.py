@@ -170,16 +170,18 @@ def _traces_section(traces) -> list:
     if not traces:
         return []
     meta = traces["run"]
-    lines = ["Laplacians and divergences", "--------------------------", "",
+    lines = [".. _traces-bench:", "", "Laplacians and divergences", "--------------------------",
+             "",
              "Per-sample Laplacians (``batch_laplacian``) of a tanh MLP ``R^d -> R`` and",
              "divergences (``batch_divergence``) of a tanh MLP ``R^d -> R^d`` (3 hidden",
              f"layers of 64, float32, fixed-seed weights), batch {traces['b']}, against the",
              "recipes users write today. Every recipe's values are checked against ours",
              "before it is timed (*error*: the largest difference over the largest value).",
-             "*ratio* is their time over ours (above 1: ours is faster). "
+             "*ratio* is their time over ours (above 1: ours is faster).",
              f"Run {meta['date']} ({meta['minutes']:.1f} min), load average "
-             f"{meta['load']:.1f} at the start, TensorFlow {meta['tensorflow']}, "
-             f"JAX {meta.get('jax')}, folx {meta.get('folx')}, DeepXDE {meta.get('deepxde')}.",
+             f"{meta['load']:.1f} at the start (shared cores: the recipes are interleaved),",
+             f"TensorFlow {meta['tensorflow']}, JAX {meta.get('jax')}, folx "
+             f"{meta.get('folx')}, DeepXDE {meta.get('deepxde')}.",
              "Raw numbers: :download:`traces.json <_static/bench/traces.json>`; command:", "",
              ".. code-block:: console", "", f"   $ {meta['command']}", ""]
     lines += _table(("workload", "d", "recipe", "ms", "ratio", "error"),
