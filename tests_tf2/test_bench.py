@@ -100,7 +100,8 @@ def test_traces_bench_has_every_recipe_with_positive_finite_ratios(traces_report
         (2, "compat_grads batch_laplacian (TF1 graph)"),
         (2, "Python loop of tf.gradients (TF1 graph)")}
     assert all(r["build_s"] > 0 and r["ops"] > 0 for r in report["tf1_graph"])
-    assert (report["deepxde"] is not None) == _has("deepxde")
+    assert (report["deepxde"] is not None) == (_has("deepxde") and _has(
+        "tensorflow_probability"))
     rows = report["measures"] + report["tf1_graph"] + (report["deepxde"] or [])
     assert all(math.isfinite(r["ratio"]) and r["ratio"] > 0 for r in rows)
     assert [m["what"] for m in report["memory"]] == [

@@ -204,8 +204,10 @@ def run(quick=False, log=print) -> dict:
     log("... TF1 graph")
     report = {"quick": quick, "b": b, "measures": measures, "tf1_graph": tf1,
               "deepxde": None, "deepxde_note": None}
-    if importlib.util.find_spec("deepxde") is None:
-        report["deepxde_note"] = "deepxde is not installed"
+    missing = [name for name in ("deepxde", "tensorflow_probability")  # its TF backend's
+               if importlib.util.find_spec(name) is None]
+    if missing:
+        report["deepxde_note"] = f"not installed: {', '.join(missing)}"
     else:
         report["deepxde"] = _ratios(_subprocess_rows(
             "deepxde", sizes, ours, env={"DDE_BACKEND": "tensorflow"}), "ms")
