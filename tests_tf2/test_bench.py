@@ -121,7 +121,7 @@ def test_traces_bench_recipes_agree_with_ours(traces_report):
 
     report, _ = traces_report
     rows = report["measures"] + report["tf1_graph"] + (report["deepxde"] or [])
-    assert len(rows) >= 12
+    assert len(rows) >= 9  # without the optional packages: 4 Laplacian, 3 divergence, 2 TF1
     for row in rows:
         assert 0 <= row["error"] <= traces.TOLERANCE, row
 
