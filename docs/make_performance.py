@@ -3,6 +3,8 @@
     python docs/make_performance.py              # the full suite (about 4 min on 2 cores)
     python docs/make_performance.py --quick      # tiny sizes: checks the page, not the speed
     python docs/make_performance.py --page-only  # the page again from the last run's files
+    python docs/make_performance.py --traces     # only `compat-grads bench --traces`, then
+                                                 # the page (with the last suite run's files)
 
 The bench's JSON and PNG land in docs/_static/bench/, with run.json (how it ran); the page
 records the date, the machine, the TensorFlow, JAX and NumPy versions and the command. Run
@@ -30,11 +32,17 @@ OUT = HERE / "_static" / "bench"
 PAGE = HERE / "performance.rst"
 _VERSIONS = """
 import importlib, json
+from importlib import metadata
 out = {}
 for name in ("tensorflow", "jax", "numpy"):
     try:
         out[name] = importlib.import_module(name).__version__
     except ImportError:
+        out[name] = None
+for name in ("folx", "deepxde"):  # by metadata: importing DeepXDE picks and logs a backend
+    try:
+        out[name] = metadata.version(name)
+    except metadata.PackageNotFoundError:
         out[name] = None
 print(json.dumps(out))
 """
@@ -157,7 +165,60 @@ def _cnn_section(rows) -> list:
                       f"{r['ratio']:.2f}") for r in rows], (52, 16, 16, 16))]
 
 
-def page(report: dict, meta: dict, routes=None) -> str:
+def _traces_section(traces) -> list:
+    """Laplacians and divergences (`compat-grads bench --traces`), when there is a run."""
+    if not traces:
+        return []
+    meta = traces["run"]
+    lines = [".. _traces-bench:", "", "Laplacians and divergences", "--------------------------",
+             "",
+             "Per-sample Laplacians (``batch_laplacian``) of a tanh MLP ``R^d -> R`` and",
+             "divergences (``batch_divergence``) of a tanh MLP ``R^d -> R^d`` (3 hidden",
+             f"layers of 64, float32, fixed-seed weights), batch {traces['b']}, against the",
+             "recipes users write today. Every recipe's values are checked against ours",
+             "before it is timed (*error*: the largest difference over the largest value).",
+             "*ratio* is their time over ours (above 1: ours is faster).",
+             f"Run {meta['date']} ({meta['minutes']:.1f} min), load average "
+             f"{meta['load']:.1f} at the start (shared cores: the recipes are interleaved),",
+             f"TensorFlow {meta['tensorflow']}, JAX {meta.get('jax')}, folx "
+             f"{meta.get('folx')}, DeepXDE {meta.get('deepxde')}.",
+             "Raw numbers: :download:`traces.json <_static/bench/traces.json>`; command:", "",
+             ".. code-block:: console", "", f"   $ {meta['command']}", ""]
+    lines += _table(("workload", "d", "recipe", "ms", "ratio", "error"),
+                    [(m["workload"], m["d"], m["recipe"], f"{m['ms']:.2f}",
+                      f"{m['ratio']:.2f}", f"{m['error']:.1e}") for m in traces["measures"]],
+                    (12, 6, 46, 12, 12, 12))
+    lines += ["In a TF1 graph (its own process): the graph's build time and ops, and run",
+              "times side by side; *ratio* is the run time over ours.", "",
+              *_table(("d", "recipe", "build s", "ops", "run ms", "ratio"),
+                      [(r["d"], r["recipe"], f"{r['build_s']:.3f}", r["ops"],
+                        f"{r['run_ms']:.2f}", f"{r['ratio']:.2f}")
+                       for r in traces["tf1_graph"]], (6, 46, 12, 12, 12, 12))]
+    if traces.get("deepxde"):
+        lines += ["DeepXDE (TensorFlow backend, in its own process, next to ours there):", "",
+                  *_table(("d", "recipe", "ms", "ratio"),
+                          [(r["d"], r["recipe"], f"{r['ms']:.2f}", f"{r['ratio']:.2f}")
+                           for r in traces["deepxde"]], (8, 60, 16, 16))]
+    m = traces["memory"][0]
+    lines += [f"Memory at b={m['b']}, d={m['d']}, each in its own process, first call",
+              "(tracing included): the rise of peak RSS, and the CPU allocator's peak",
+              "(tensors only), each also over one gradient pass's. The forward Laplacian",
+              "carries d directions through every layer, a gradient pass one;",
+              "``chunk_size=10`` takes the forward-over-reverse products, 10 directions",
+              "at a time.", "",
+              *_table(("what", "peak RSS rise MB", "/ gradient", "allocator peak MB",
+                       "/ gradient"),
+                      [(r["what"], f"{r['peak_rss_delta_mb']:.1f}", f"{r['rss_ratio']:.2f}",
+                        f"{r['allocator_peak_mb']:.1f}", f"{r['allocator_ratio']:.2f}")
+                       for r in traces["memory"]], (40, 15, 15, 15, 15)),
+              *_table(("target", "measured", "goal", "met"),
+                      [(t["target"], f"{t['measured']:.2f}", f"{t['goal']:.2f}",
+                        "yes" if t["met"] else "NO") for t in traces["targets"]],
+                      (64, 12, 12, 12))]
+    return lines
+
+
+def page(report: dict, meta: dict, routes=None, traces=None) -> str:
     """The reStructuredText of the Performance page for a bench report and its run (and
     the measurements of the routes, `python -m compat_grads.bench.routes`)."""
     size = "quick (tiny sizes, ``--quick``)" if report["quick"] else "full"
@@ -194,6 +255,7 @@ def page(report: dict, meta: dict, routes=None) -> str:
                  for r in report["tf1_graph"]], (8, 52, 13, 12, 15)),
         *_cnn_section(report.get("tf1_cnn")),
         *_rule_section(routes),
+        *_traces_section(traces),
         "Memory", "------", "",
         "Peak resident memory of a Jacobian (its increase over the process before the",
         "call), against the size of the result, with and without ``chunk_size``.", "",
@@ -242,19 +304,41 @@ def run(quick: bool) -> None:
     (OUT / "run.json").write_text(json.dumps(meta, indent=1) + "\n", "utf-8")
 
 
+def run_traces() -> None:
+    """Runs `compat-grads bench --traces`; its JSON, with how it ran, lands in OUT."""
+    load, started = os.getloadavg()[0], time.monotonic()
+    path = OUT / "traces.json"
+    OUT.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-m", "compat_grads", "bench", "--traces", "--json",
+                    str(path)], check=True, stdout=subprocess.DEVNULL)
+    versions = json.loads(subprocess.run([sys.executable, "-c", _VERSIONS], check=True,
+                                         capture_output=True, text=True).stdout)
+    report = json.loads(path.read_text("utf-8"))
+    report["run"] = {"date": datetime.date.today().isoformat(), "load": load,
+                     "minutes": (time.monotonic() - started) / 60, **versions,
+                     "command": "python docs/make_performance.py --traces"}
+    path.write_text(json.dumps(report, indent=1) + "\n", "utf-8")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="the bench's tiny sizes")
     parser.add_argument("--page-only", action="store_true",
                         help="rewrite the page from the last run's files, without running")
+    parser.add_argument("--traces", action="store_true",
+                        help="run only the traces bench (Laplacians, divergences)")
     args = parser.parse_args(argv)
-    if not args.page_only:
+    if args.traces:
+        run_traces()
+    elif not args.page_only:
         run(args.quick)
     report = json.loads((OUT / "bench.json").read_text("utf-8"))
     meta = json.loads((OUT / "run.json").read_text("utf-8"))
     routes = OUT / "routes.json"
-    PAGE.write_text(page(report, meta, json.loads(routes.read_text("utf-8"))
-                         if routes.exists() else None), "utf-8")
+    traces = OUT / "traces.json"
+    PAGE.write_text(page(report, meta, *(json.loads(path.read_text("utf-8"))
+                                         if path.exists() else None
+                                         for path in (routes, traces))), "utf-8")
     print(f"wrote {PAGE.relative_to(HERE.parent)} and {OUT.relative_to(HERE.parent)}/")
     return 0
 

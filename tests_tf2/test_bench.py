@@ -1,8 +1,15 @@
 """The benchmark suite runs end to end at tiny sizes (it is too slow and noisy for timings in
 tests: the numbers are in the closing notes, measured with `compat-grads bench`)."""
 
+import contextlib
+import importlib.util
+import io
 import json
+import math
 import os
+
+import numpy as np
+import pytest
 
 from compat_grads.bench import suite
 
@@ -57,3 +64,82 @@ def test_distribute_bench_runs_on_logical_devices_and_reports(tmp_path, capsys):
                                       "all 2 replicas at once, gather=False"}
     assert "| 2 replicas (MirroredStrategy), gathered |" in table
     assert "| one replica's share, alone |" in table
+
+
+@pytest.fixture(scope="module")
+def traces_report(tmp_path_factory):
+    """`compat-grads bench --traces --quick --json F` once: d=2, b=8, one repeat."""
+    from compat_grads import cli
+
+    path = tmp_path_factory.mktemp("traces") / "traces.json"
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        assert cli.main(["bench", "--traces", "--quick", "--json", str(path)]) == 0
+    with open(path) as handle:
+        return json.load(handle), out.getvalue()
+
+
+def _has(module):
+    return importlib.util.find_spec(module) is not None
+
+
+def test_traces_bench_has_every_recipe_with_positive_finite_ratios(traces_report):
+    from compat_grads.bench import traces
+
+    report, _ = traces_report
+    laplacian = {m["recipe"] for m in report["measures"] if m["workload"] == "Laplacian"}
+    assert laplacian == {traces.OURS, "compat_grads batch_laplacian in tf.function",
+                         "nested tapes per dimension, tf.function",
+                         "compat_grads batch_hessian + tf.linalg.trace, eager (compiled)",
+                         *(["JAX jit(trace(vmap(hessian)))"] if _has("jax") else []),
+                         *(["folx forward_laplacian, jit(vmap)"] if _has("folx") else [])}
+    divergence = {m["recipe"] for m in report["measures"] if m["workload"] == "divergence"}
+    assert divergence == {traces.OURS_DIV, "loop of per-dimension tape.gradient, tf.function",
+                          "tape.batch_jacobian + tf.linalg.trace, tf.function",
+                          *(["JAX jit(trace(vmap(jacfwd)))"] if _has("jax") else [])}
+    assert {(r["d"], r["recipe"]) for r in report["tf1_graph"]} == {
+        (2, "compat_grads batch_laplacian (TF1 graph)"),
+        (2, "Python loop of tf.gradients (TF1 graph)")}
+    assert all(r["build_s"] > 0 and r["ops"] > 0 for r in report["tf1_graph"])
+    assert (report["deepxde"] is not None) == (_has("deepxde") and _has(
+        "tensorflow_probability"))
+    rows = report["measures"] + report["tf1_graph"] + (report["deepxde"] or [])
+    assert all(math.isfinite(r["ratio"]) and r["ratio"] > 0 for r in rows)
+    assert [m["what"] for m in report["memory"]] == [
+        "batch_laplacian", "batch_laplacian, chunk_size=10",
+        "one gradient pass (tape.gradient of sum(u), tf.function)"]
+    for memory in report["memory"]:
+        assert (memory["b"], memory["d"]) == traces.QUICK["memory"]
+        assert all(math.isfinite(memory[k]) and memory[k] > 0 for k in ("rss_ratio",
+                                                                          "allocator_ratio"))
+    assert any(t["target"].startswith("peak RSS") for t in report["targets"])
+
+
+def test_traces_bench_recipes_agree_with_ours(traces_report):
+    """Every recipe, in this process and in the TF1 and DeepXDE processes, computed what
+    ours computes (the bench raises otherwise; the error it kept is checked here too)."""
+    from compat_grads.bench import traces
+
+    report, _ = traces_report
+    rows = report["measures"] + report["tf1_graph"] + (report["deepxde"] or [])
+    assert len(rows) >= 9  # without the optional packages: 4 Laplacian, 3 divergence, 2 TF1
+    for row in rows:
+        assert 0 <= row["error"] <= traces.TOLERANCE, row
+
+
+def test_traces_bench_prints_its_tables(traces_report):
+    report, table = traces_report
+    assert "| workload | d | recipe | ms | their ms / our ms | max rel. error |" in table
+    assert "| TF1 graph: d | recipe | build s | ops | run ms | their run / ours |" in table
+    assert "| target | measured | goal | met |" in table
+    assert table.count("| Laplacian | 2 |") == sum(
+        m["workload"] == "Laplacian" for m in report["measures"])
+
+
+def test_traces_check_rejects_a_recipe_that_disagrees():
+    from compat_grads.bench import traces
+
+    right = lambda: np.array([1.0, 2.0])  # noqa: E731
+    with pytest.raises(AssertionError, match="wrong differs from ours"):
+        traces._time("Laplacian", 2, 2, {traces.OURS: right,
+                                         "wrong": lambda: np.array([1.0, 2.1])},
+                     traces.OURS, 1)

@@ -3,6 +3,7 @@ pages without network, the extension that shows TensorFlow's types by public nam
 Performance page's tables."""
 
 import importlib.util
+import json
 import pathlib
 import runpy
 import sys
@@ -129,3 +130,22 @@ def test_performance_page_states_the_vectorizing_rule_and_its_measurements():
     assert "$ python -m compat_grads.bench.routes" in page
     assert "     - 0.98\n" in page and "few rows through a CNN" in page
     assert "The measurements behind" not in make_performance.page(report, meta)
+
+
+def test_performance_page_renders_the_traces_section_from_its_json():
+    """The Laplacians and divergences section, from the committed run of `compat-grads bench
+    --traces` (docs/_static/bench/traces.json), and no section without one."""
+    traces = json.loads((DOCS / "_static" / "bench" / "traces.json").read_text("utf-8"))
+    report = {"measures": [], "quick": True, "targets": [], "memory": [], "tf1_graph": []}
+    meta = {"date": "2026-01-02", "minutes": 3.5, "machine": "CPU, 2 cores, Linux",
+            "load": 1.0, "python": "3.11.7", "tensorflow": "2.21.0", "jax": None,
+            "numpy": "2.4.6", "command": "python docs/make_performance.py",
+            "bench": "compat-grads bench --out <temporary folder>"}
+    page = make_performance.page(report, meta, None, traces)
+    assert ".. _traces-bench:\n\nLaplacians and divergences\n" in page
+    assert "$ python docs/make_performance.py --traces" in page
+    for row in traces["measures"] + traces["tf1_graph"]:
+        assert f"     - {make_performance._text(row['recipe'])}\n" in page
+    assert "   * - batch\\_laplacian, chunk\\_size=10\n" in page
+    assert "   * - batch\\_laplacian vs batch\\_hessian + trace (d=100)\n" in page
+    assert "_traces-bench" not in make_performance.page(report, meta)

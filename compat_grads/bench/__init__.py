@@ -17,4 +17,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--distribute", type=int, metavar="N", default=0,
                         help="instead: the tall Jacobian on N logical CPU devices next to "
                         "one device (times, and peak memory per device)")
+    parser.add_argument("--traces", action="store_true",
+                        help="instead: per-sample Laplacians and divergences of an MLP "
+                        "against the recipes users write (nested tapes, Hessian + trace, "
+                        "TF1 loop, DeepXDE, JAX, folx), with the memory peak")
+    parser.add_argument("--json", metavar="FILE",
+                        help="with --traces: write the raw numbers there (default: "
+                        "OUT/traces.json)")
     _quiet.add_argument(parser)

@@ -218,6 +218,10 @@ def _plot(rows, path):
 
 
 def bench(args) -> int:
+    if args.traces:
+        from compat_grads.bench import traces
+
+        return traces.bench(args, log=lambda text: print(text, file=sys.stderr))
     if args.distribute:
         from compat_grads.bench import distribute
 
