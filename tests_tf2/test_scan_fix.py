@@ -367,3 +367,24 @@ def test_a_long_indexed_call_in_a_rewrite_wraps_its_arguments():
     assert max(len(line) for line in fixed.splitlines()) <= 100
     assert "        strategy=\"reverse\")[:, :2],\n    axis=1)\n" in fixed
     assert migrate.fix_text(fixed) == fixed
+
+
+def test_mapped_terms_summed_on_the_next_line_become_the_laplacian_there():
+    """The quantum Monte Carlo form: the terms of tf.map_fn assigned, then summed over the
+    mapped axis; the assignment goes, the sum becomes the call. Used twice, they stay the
+    (transposed) diagonal."""
+    head = ("import tensorflow.compat.v1 as tf\n"
+            "x = tf.placeholder(tf.float64, [None, 6])\n"
+            "u = tf.reduce_sum(tf.cos(x), axis=1)\n"
+            "g = tf.gradients(u, x)[0]\n"
+            "terms = tf.map_fn(\n"
+            "    lambda i: tf.gradients(tf.expand_dims(g[..., i], -1), x)[0][..., i],\n"
+            "    tf.range(x.shape[1]), dtype=tf.float64)\n")
+    fixed = migrate.fix_text(head + "kinetic = -0.5 * (tf.reduce_sum(terms, axis=0) + 1.0)\n")
+    assert "terms" not in fixed and "tf.map_fn" not in fixed
+    assert fixed.endswith(
+        "g = tf.gradients(u, x)[0]\n"
+        "kinetic = -0.5 * (cg.batch_laplacian(\n"
+        '    tf.reduce_sum(u, axis=tf.range(1, tf.rank(u))), x, strategy="reverse") + 1.0)\n')
+    twice = migrate.fix_text(head + "a = tf.reduce_sum(terms, axis=0)\nb = terms[0]\n")
+    assert "terms = tf.transpose(" in twice and "b = terms[0]" in twice

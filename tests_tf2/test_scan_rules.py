@@ -346,6 +346,9 @@ def test_laplacian_loops_are_cg111_only_and_rewritten(name):
     ("D = tf.map_fn(lambda i: tf.gradients(g[..., i], x)[0][..., i], tf.range(3),\n"
      "              dtype=tf.float32)\n", "Hessian diagonal", "tf.map_fn",
      "tf.transpose(cg.batch_hessian_diagonal("),
+    ("rows = tf.map_fn(lambda i: tf.gradients(tf.expand_dims(g[..., i], -1), x)[0][..., i],\n"
+     "                 tf.range(3), dtype=tf.float32)\nlap = -0.5 * tf.reduce_sum(rows, 0)\n",
+     "Laplacian", "tf.map_fn", "cg.batch_laplacian("),
 ])
 def test_laplacian_loop_messages_name_the_form_and_the_call(line, kind, what, use):
     (found,) = migrate.scan_text(_HEAD + line)

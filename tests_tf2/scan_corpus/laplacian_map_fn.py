@@ -1,7 +1,8 @@
 """A quantum Monte Carlo kinetic energy: the Laplacian of log|psi| by tf.map_fn over the
 coordinates (indices, tf.range), the mapped axis summed, plus |grad log psi|^2; the
 diagonal kept dimension first, of a wave function with a factor of the first walker's
-coordinate, which couples the walkers of the batch."""
+coordinate, which couples the walkers of the batch; and the mapped terms of an expanded
+column assigned to a name and summed on the next line."""
 # exec: same
 import numpy as np
 import tensorflow.compat.v1 as tf
@@ -33,5 +34,10 @@ rows_q = tf.map_fn(  # expect: CG111
     lambda k: tf.gradients(grad_q[:, k], walkers)[0][:, k], tf.range(walkers.shape[1]),
     dtype=tf.float64)
 
+elements = tf.map_fn(  # expect: CG111
+    lambda i: tf.gradients(tf.expand_dims(grad_q[..., i], -1), walkers)[0][..., i],
+    tf.range(n_coords), dtype=tf.float64, parallel_iterations=4)
+kinetic_q = -0.5 * (tf.reduce_sum(elements, axis=0) + tf.reduce_sum(grad_q ** 2, axis=-1))
+
 with tf.Session() as sess:
-    result = sess.run([kinetic, rows_q], {walkers: rng.randn(5, n_coords)})
+    result = sess.run([kinetic, rows_q, kinetic_q], {walkers: rng.randn(5, n_coords)})

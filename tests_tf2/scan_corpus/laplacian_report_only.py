@@ -1,7 +1,7 @@
 """Per-dimension Laplacians the scanner reports but does not rewrite, each saying why: x of
 a rank the source does not prove, terms collected in a list, a loop count that is not
-range(n), tf.gradients with grad_ys, the loop variable read after the loop, and a u
-computed anew for every dimension."""
+range(n), tf.gradients with grad_ys, the loop variable read after the loop, a u computed
+anew for every dimension, and a tf.map_fn with back_prop=False."""
 import tensorflow.compat.v1 as tf
 
 x = tf.placeholder(tf.float32, [None, 4])
@@ -31,3 +31,6 @@ last_column = x[:, j]
 
 lap_net = sum(  # expect: CG111
     tf.gradients(tf.gradients(tf.layers.dense(x, 1), x)[0][:, i], x)[0][:, i] for i in range(4))
+
+frozen = tf.map_fn(lambda i: tf.gradients(g[:, i], x)[0][:, i], tf.range(4),  # expect: CG111
+                   dtype=tf.float32, back_prop=False)

@@ -10,7 +10,7 @@ import dataclasses
 
 from compat_grads.migrate import patterns as pt
 from compat_grads.migrate import scopes, shapes
-from compat_grads.migrate.context import Context, single_expression
+from compat_grads.migrate.context import Context, reduce_sum_of, single_expression
 from compat_grads.migrate.findings import Edit, Finding, Rule
 from compat_grads.migrate.rules.cg101_jacobian_loop import leaks
 
@@ -35,9 +35,11 @@ Found as ``sum(...)`` of a generator or list, ``tf.add_n([...])``,
 ...`` (terms summed: ``batch_laplacian``), ``tf.stack([...], axis=1)`` (the diagonal:
 ``batch_hessian_diagonal``), and ``tf.map_fn(lambda i: ..., tf.range(d))`` (the diagonal
 with the dimension first: ``tf.transpose`` of it; summed by ``tf.reduce_sum(...,
-axis=0)``: the Laplacian), with ``u_x`` inline or a name assigned once; ``u_x[..., i]``
-is ``u_x[:, i]`` for a rank-2 ``x``. A term of another source, or a mixed partial
-(``[:, i]`` then ``[:, j]``), is not one of them.
+axis=0)``, also of a name assigned the terms on the line before: the Laplacian), with
+``u_x`` inline or a name assigned once; ``u_x[..., i]`` is ``u_x[:, i]`` for a rank-2
+``x``, and ``tf.expand_dims(u_x[:, i], -1)`` (FermiNet's TF1 kinetic energy) has the same
+sum. A term of another source, or a mixed partial (``[:, i]`` then ``[:, j]``), is not one
+of them.
 
 What the loop computes: ``tf.gradients`` differentiates the sum of its target, so term
 ``i`` at sample ``s`` is ``sum_r d² U / d x[r, i] d x[s, i]`` with ``U = sum(u)``. That is
@@ -56,11 +58,12 @@ two-entry shape, or a ``tf.concat`` along axis 1 of such); the loop runs over
 ``range(n)`` (``tf.range(n)`` for ``tf.map_fn``) with ``n`` a plain expression, its
 variable not used after the loop; ``u``, ``x`` and ``n`` are plain expressions (names,
 attributes, indexing) that mean the same where the rewrite puts them; and ``tf.gradients``
-has no arguments that change its values. When ``n`` is not provably the width of ``x``
+has no arguments that change its values (nor ``tf.map_fn`` ``back_prop=False``, which
+stops the gradients through its result). When ``n`` is not provably the width of ``x``
 (``x.shape[1]`` and its spellings, or the constant or name of ``x``'s shape), the rewrite
 takes the first ``n`` columns of the diagonal: ``cg.batch_hessian_diagonal(...)[:, :n]``,
-summed over axis 1 for a Laplacian. A ``u`` without a batch axis (a scalar) makes the
-rewritten call raise, never give other numbers. Other forms are reported only.
+summed over axis 1 for a Laplacian. A ``u`` whose first axis is not the batch (a scalar)
+makes the rewritten call raise, never give other numbers. Other forms are reported only.
 """
 
 WHY_NOT = {
@@ -73,6 +76,9 @@ WHY_NOT = {
              "they are made"),
     "impure": "u or x is computed anew for every dimension, or may be rebound before the loop",
     "index": "the loop variable is used after the loop",
+    "map": ("the tf.map_fn has other arguments than dtype / fn_output_signature / name / "
+            "parallel_iterations / swap_memory / infer_shape (back_prop=False stops the "
+            "gradients through its result, which the rewrite would not)"),
 }
 ADVICE = {"laplacian": "cg.batch_laplacian(u, x)",
           "diagonal": "cg.batch_hessian_diagonal(u, x)",
@@ -80,8 +86,9 @@ ADVICE = {"laplacian": "cg.batch_laplacian(u, x)",
 NOTE = ("; tf.gradients differentiates the batch sum of u, so where samples interact the "
         "loop mixes them: strategy=\"reverse\" keeps the loop's values, independent=False "
         "gives each sample's own")
+# back_prop=False is left out: it stops gradients through the result, the rewrite would not.
 _MAP_KEYWORDS = frozenset({"dtype", "fn_output_signature", "name", "parallel_iterations",
-                           "back_prop", "swap_memory", "infer_shape"})
+                           "swap_memory", "infer_shape"})
 OWNED = "cg111"  # the memo of the gradient calls CG111 reported: CG102 and CG103 skip them
 
 
@@ -102,15 +109,19 @@ class Term:
 @dataclasses.dataclass(frozen=True)
 class Form:
     """Where the terms are collected: `kind` "laplacian", "diagonal" or "rows" (the
-    diagonal, dimension first), `node` the expression (or loop) replaced, `count` the loop's
-    `n`, `edits` what besides the replacement goes (a `lap = 0` deleted)."""
+    diagonal, dimension first), `node` the expression (or loop) replaced by `prefix` and the
+    rewrite, `count` the loop's `n`, `delete` a statement that goes too (`lap = 0`, or
+    `rows = tf.map_fn(...)` summed on the next line), `at` where the finding is (else
+    `node`)."""
 
     kind: str
     what: str
     node: ast.AST
     count: ast.expr | None
     why: str = ""
-    init: ast.stmt | None = None
+    delete: ast.stmt | None = None
+    prefix: str = ""
+    at: ast.AST | None = None
 
 
 def owned(ctx: Context) -> set[int]:
@@ -131,11 +142,10 @@ def check(ctx: Context, node: ast.AST) -> list[Finding]:
     why = form.why or _why_not(ctx, term, form)
     edits = () if why else _edits(ctx, term, form)
     texts = [e.text for e in edits if e.text]
-    use = texts[-1].partition(" = ")[2] if form.init and texts else (
-        texts[-1] if texts else ADVICE[form.kind])
+    use = texts[-1].removeprefix(form.prefix) if texts else ADVICE[form.kind]
     key = "laplacian" if form.kind == "laplacian" else "diagonal"
     why_text = f" (not rewritten: {WHY_NOT[why]})" if why else ""
-    return [ctx.finding(form.node, RULE.code, RULE.message(
+    return [ctx.finding(form.at or form.node, RULE.code, RULE.message(
         key, what=form.what, use=use, why=why_text), edits)]
 
 
@@ -150,7 +160,7 @@ def term_of(ctx: Context, call: ast.Call) -> Term | None:
         second.value is first) else None
     if outer is None or outer.index != 0 or var is None:
         return None
-    ys = outer.ys
+    ys = _summed_as(ctx, outer.ys)
     if not (isinstance(ys, ast.Subscript) and _column_var(ys) == var):
         return None
     inner, inline = pt.indexed_grad(ys.value, ctx.names), True
@@ -162,6 +172,17 @@ def term_of(ctx: Context, call: ast.Call) -> Term | None:
         return None
     calls = (call, inner.call) if inline else (call,)
     return Term(second, calls, inner.ys, outer.xs, var, inline, inner.clean and outer.clean)
+
+
+def _summed_as(ctx: Context, ys: ast.expr) -> ast.expr:
+    """`c` of `tf.expand_dims(c, axis)` or `tf.reduce_sum(c)`, which have the sum of `c` that
+    tf.gradients differentiates (FermiNet's TF1 kinetic energy expands the column), else
+    `ys` itself."""
+    args = pt.call_args(ys, ("input", "axis")) if isinstance(ys, ast.Call) else None
+    if args and ctx.names.qualname(ys) == "tf.expand_dims" and None not in args and (
+            {k.arg for k in ys.keywords} <= {"input", "axis"}):
+        return args[0]
+    return reduce_sum_of(ys, ctx.names) or ys
 
 
 def _column_var(node: ast.Subscript) -> str | None:
@@ -218,7 +239,8 @@ def _comprehension(ctx: Context, term: Term, comp: ast.ListComp | ast.GeneratorE
     kind, node = _collected(ctx, comp, parent) if simple else (None, comp)
     if kind is None:
         return Form("laplacian", what, node or comp, count, "form")
-    return Form(kind, what, node, count, "" if count is not None else "count")
+    form = Form(kind, what, node, count, "" if count is not None else "count")
+    return _named_sum(ctx, node, form) if kind == "rows" else form
 
 
 def _collected(ctx: Context, comp: ast.expr, call: ast.AST) -> tuple[str | None, ast.AST]:
@@ -245,10 +267,30 @@ def _collected(ctx: Context, comp: ast.expr, call: ast.AST) -> tuple[str | None,
         "rows", call)
 
 
-def _summed_rows(ctx: Context, rows: ast.Call) -> str | None:
-    """"laplacian" when `rows` (dimension first) is summed right away by
-    `tf.reduce_sum(rows, axis=0)`, else None."""
-    call = ctx.parents.get(id(rows))
+def _named_sum(ctx: Context, rows: ast.Call, form: Form) -> Form:
+    """`form` for `name = rows` summed as `tf.reduce_sum(name, axis=0)` in the next statement
+    (and nowhere else): the Laplacian, replacing that sum and deleting the assignment."""
+    assign = ctx.parents.get(id(rows))
+    if form.kind != "rows" or not (isinstance(assign, ast.Assign) and assign.value is rows
+                                   and len(assign.targets) == 1
+                                   and isinstance(assign.targets[0], ast.Name)):
+        return form
+    name, block = assign.targets[0].id, ctx.block_of(assign)
+    at = next((k for k, s in enumerate(block) if s is assign), len(block))
+    if at + 1 >= len(block) or not ctx.only_uses(name, 2, assign):
+        return form
+    sums = [n for n in ast.walk(block[at + 1]) if isinstance(n, ast.Call) and n.args
+            and isinstance(n.args[0], ast.Name) and n.args[0].id == name
+            and _summed_rows(ctx, n.args[0], n)]
+    if len(sums) != 1:
+        return form
+    return dataclasses.replace(form, kind="laplacian", node=sums[0], delete=assign, at=rows)
+
+
+def _summed_rows(ctx: Context, rows: ast.expr, call: ast.AST | None = None) -> str | None:
+    """"laplacian" when `rows` (dimension first) is summed right away by `call` (its parent
+    when None) being `tf.reduce_sum(rows, axis=0)`, else None."""
+    call = ctx.parents.get(id(rows)) if call is None else call
     ok = (isinstance(call, ast.Call) and ctx.names.qualname(call) == "tf.reduce_sum"
           and call.args and call.args[0] is rows and not (
               {k.arg for k in call.keywords} - {"axis"}) and len(call.args) <= 2)
@@ -270,7 +312,7 @@ def _loop(ctx: Context, term: Term, loop: ast.For) -> Form:
     if not zero:
         return Form("laplacian", "for loop", loop, count, "form")
     why = "count" if count is None else "index" if leaks(ctx, loop) else ""
-    return Form("laplacian", "for loop", loop, count, why, init)
+    return Form("laplacian", "for loop", loop, count, why, init, f"{acc} = ")
 
 
 def _accumulated(loop: ast.For, term: Term) -> str | None:
@@ -295,13 +337,14 @@ def _mapped(ctx: Context, term: Term, fn: ast.Lambda) -> Form | None:
         return None
     args = pt.call_args(call, ("fn", "elems"))
     count = pt.range_count(args[1], ctx.names, tf_range=True) if args and args[1] else None
-    plain = (single_expression(fn) is term.node and len(fn.args.args) == 1
-             and len(call.args) <= 3 and {k.arg for k in call.keywords} <= _MAP_KEYWORDS)
-    if not plain:
+    if not (single_expression(fn) is term.node and len(fn.args.args) == 1):
         return Form("rows", "tf.map_fn", call, count, "form")
-    summed = _summed_rows(ctx, call)
-    node = ctx.parents.get(id(call)) if summed else call
-    return Form(summed or "rows", "tf.map_fn", node, count, "" if count is not None else "count")
+    why = "" if count is not None else "count"
+    if len(call.args) > 3 or {k.arg for k in call.keywords} - _MAP_KEYWORDS:
+        why = "map"
+    if _summed_rows(ctx, call):
+        return Form("laplacian", "tf.map_fn", ctx.parents.get(id(call)), count, why)
+    return _named_sum(ctx, call, Form("rows", "tf.map_fn", call, count, why))
 
 
 # -- the rewrite -----------------------------------------------------------------------------
@@ -354,10 +397,8 @@ def _edits(ctx: Context, term: Term, form: Form) -> tuple[Edit, ...]:
             text = f"{w.tf}.reduce_sum({text}, axis=1)"
         elif form.kind == "rows":
             text = f"{w.tf}.transpose({text})"
-    if form.init is None:
-        return (ctx.replace(form.node, text),)
-    acc = form.init.targets[0].id
-    return ctx.delete(form.init), ctx.replace(form.node, f"{acc} = {text}")
+    deleted = (ctx.delete(form.delete),) if form.delete is not None else ()
+    return (*deleted, ctx.replace(form.node, form.prefix + text))
 
 
 RULE = Rule(
