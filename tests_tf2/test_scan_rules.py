@@ -346,6 +346,8 @@ def test_laplacian_loops_are_cg111_only_and_rewritten(name):
     ("D = tf.map_fn(lambda i: tf.gradients(g[..., i], x)[0][..., i], tf.range(3),\n"
      "              dtype=tf.float32)\n", "Hessian diagonal", "tf.map_fn",
      "tf.transpose(cg.batch_hessian_diagonal("),
+    ("lap = 0\nfor i in range(3):\n    h = tf.gradients(g[:, i], x)[0]\n    lap += h[:, i]\n",
+     "Laplacian", "for loop", "cg.batch_laplacian("),
     ("rows = tf.map_fn(lambda i: tf.gradients(tf.expand_dims(g[..., i], -1), x)[0][..., i],\n"
      "                 tf.range(3), dtype=tf.float32)\nlap = -0.5 * tf.reduce_sum(rows, 0)\n",
      "Laplacian", "tf.map_fn", "cg.batch_laplacian("),
@@ -379,6 +381,8 @@ def test_laplacian_report_only_forms_say_why_and_stay_as_they_are():
     ("D = tf.map_fn(lambda i: tf.gradients(g[:, i], x)[0], tf.range(3), dtype=tf.float32)\n",
      ["CG103"]),
     ("h = tf.gradients(g[:, 1], x)[0][:, 1]\n", []),
+    ("for i in range(3):\n    h = tf.gradients(g[:, i], x)[0]\n"
+     "    s = tf.reduce_sum(h ** 2, axis=1)\n", ["CG101"]),
     ("def column(i):\n    return tf.gradients(g[:, i], x)[0][:, i]\n", []),
 ])
 def test_cg111_takes_its_terms_and_leaves_the_look_alikes(line, codes):

@@ -1,7 +1,8 @@
 """Score matching and high-dimensional PDE residuals write the Laplacian as tf.add_n of a
 list, or as a running sum from lap = 0: over every column of x, over the first columns only
 (the rewrite takes those columns of the diagonal), through a u with several outputs per
-sample (tf.gradients sums them), with independent and with coupled samples."""
+sample (tf.gradients sums them), the second gradient through a temporary, with independent
+and with coupled samples."""
 # exec: same
 import numpy as np
 import tensorflow.compat.v1 as tf
@@ -25,5 +26,10 @@ partial = 0.0
 for k in range(2):  # expect: CG111
     partial = partial + tf.gradients(grad[:, k], x)[0][:, k]
 
+delta = 0
+for i in range(dim):  # expect: CG111
+    second = tf.gradients(grad[:, i], x)[0]
+    delta += second[:, i]
+
 with tf.Session() as sess:
-    result = sess.run([lap_add_n, lap, partial], {x: rng.randn(6, dim)})
+    result = sess.run([lap_add_n, lap, partial, delta], {x: rng.randn(6, dim)})

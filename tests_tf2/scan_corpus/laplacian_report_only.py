@@ -1,7 +1,8 @@
 """Per-dimension Laplacians the scanner reports but does not rewrite, each saying why: x of
 a rank the source does not prove, terms collected in a list, a loop count that is not
 range(n), tf.gradients with grad_ys, the loop variable read after the loop, a u computed
-anew for every dimension, and a tf.map_fn with back_prop=False."""
+anew for every dimension, a tf.map_fn with back_prop=False, and a sum started from
+tf.zeros_like(u) (a [b, 1] u would broadcast it against the [b] terms)."""
 import tensorflow.compat.v1 as tf
 
 x = tf.placeholder(tf.float32, [None, 4])
@@ -34,3 +35,8 @@ lap_net = sum(  # expect: CG111
 
 frozen = tf.map_fn(lambda i: tf.gradients(g[:, i], x)[0][:, i], tf.range(4),  # expect: CG111
                    dtype=tf.float32, back_prop=False)
+
+ans = tf.zeros_like(u)
+for i in range(4):  # expect: CG111
+    second = tf.gradients(g[:, i], x)[0]
+    ans += second[:, i]

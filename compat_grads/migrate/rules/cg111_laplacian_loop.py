@@ -37,9 +37,10 @@ Found as ``sum(...)`` of a generator or list, ``tf.add_n([...])``,
 with the dimension first: ``tf.transpose`` of it; summed by ``tf.reduce_sum(...,
 axis=0)``, also of a name assigned the terms on the line before: the Laplacian), with
 ``u_x`` inline or a name assigned once; ``u_x[..., i]`` is ``u_x[:, i]`` for a rank-2
-``x``, and ``tf.expand_dims(u_x[:, i], -1)`` (FermiNet's TF1 kinetic energy) has the same
-sum. A term of another source, or a mixed partial (``[:, i]`` then ``[:, j]``), is not one
-of them.
+``x``, ``tf.expand_dims(u_x[:, i], -1)`` (FermiNet's TF1 kinetic energy) has the same
+sum, and in a for loop the second gradient may go through a name first:
+``h = tf.gradients(u_x[:, i], x)[0]`` then ``lap += h[:, i]``. A term of another source, or
+a mixed partial (``[:, i]`` then ``[:, j]``), is not one of them.
 
 What the loop computes: ``tf.gradients`` differentiates the sum of its target, so term
 ``i`` at sample ``s`` is ``sum_r d² U / d x[r, i] d x[s, i]`` with ``U = sum(u)``. That is
@@ -95,7 +96,8 @@ OWNED = "cg111"  # the memo of the gradient calls CG111 reported: CG102 and CG10
 @dataclasses.dataclass(frozen=True)
 class Term:
     """`tf.gradients(G[:, i], x)[0][:, i]`, `G` being `tf.gradients(u, x)[0]` inline or a
-    name assigned it once; `clean` False when an argument changes the values."""
+    name assigned it once; `clean` False when an argument changes the values; `temp` the
+    assignment of the second gradient to a name when `node` is that name's column."""
 
     node: ast.Subscript
     calls: tuple[ast.Call, ...]
@@ -104,6 +106,7 @@ class Term:
     var: str
     inline: bool
     clean: bool
+    temp: ast.stmt | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,14 +157,11 @@ def check(ctx: Context, node: ast.AST) -> list[Finding]:
 def term_of(ctx: Context, call: ast.Call) -> Term | None:
     """The term whose outer gradient is `call`, or None."""
     first = ctx.parents.get(id(call))
-    second = ctx.parents.get(id(first))
     outer = pt.indexed_grad(first, ctx.names) if isinstance(first, ast.Subscript) else None
-    var = _column_var(second) if isinstance(second, ast.Subscript) and (
-        second.value is first) else None
-    if outer is None or outer.index != 0 or var is None:
-        return None
-    ys = _summed_as(ctx, outer.ys)
-    if not (isinstance(ys, ast.Subscript) and _column_var(ys) == var):
+    ys = _summed_as(ctx, outer.ys) if outer is not None and outer.index == 0 else None
+    var = _column_var(ys) if isinstance(ys, ast.Subscript) else None
+    second, temp = _column_of(ctx, first, var) if var is not None else (None, None)
+    if second is None:
         return None
     inner, inline = pt.indexed_grad(ys.value, ctx.names), True
     if inner is None and isinstance(ys.value, ast.Name):
@@ -171,7 +171,29 @@ def term_of(ctx: Context, call: ast.Call) -> Term | None:
     if inner is None or inner.index != 0 or ast.dump(inner.xs) != ast.dump(outer.xs):
         return None
     calls = (call, inner.call) if inline else (call,)
-    return Term(second, calls, inner.ys, outer.xs, var, inline, inner.clean and outer.clean)
+    return Term(second, calls, inner.ys, outer.xs, var, inline, inner.clean and outer.clean,
+                temp)
+
+
+def _column_of(ctx: Context, grad: ast.Subscript,
+               var: str) -> tuple[ast.Subscript | None, ast.stmt | None]:
+    """(`grad[:, var]`, None), or through a temporary, `h = grad` then one `h[:, var]` (the
+    PDE solvers' `g = tf.gradients(grad[:, i], x)[0]; lap += g[:, i]`): (that column, the
+    assignment)."""
+    parent = ctx.parents.get(id(grad))
+    if isinstance(parent, ast.Subscript) and parent.value is grad:
+        return (parent, None) if _column_var(parent) == var else (None, None)
+    if not (isinstance(parent, ast.Assign) and len(parent.targets) == 1
+            and isinstance(parent.targets[0], ast.Name) and ctx.only_uses(
+                parent.targets[0].id, 2, parent)):
+        return None, None
+    name, block = parent.targets[0].id, ctx.block_of(parent)
+    at = next((k for k, s in enumerate(block) if s is parent), len(block))
+    later = block[at + 1] if at + 1 < len(block) else None
+    uses = [n for n in ast.walk(later) if isinstance(n, ast.Subscript) and isinstance(
+        n.value, ast.Name) and n.value.id == name] if later is not None else []
+    ok = len(uses) == 1 and _column_var(uses[0]) == var
+    return (uses[0], parent) if ok else (None, None)
 
 
 def _summed_as(ctx: Context, ys: ast.expr) -> ast.expr:
@@ -301,7 +323,8 @@ def _summed_rows(ctx: Context, rows: ast.expr, call: ast.AST | None = None) -> s
 def _loop(ctx: Context, term: Term, loop: ast.For) -> Form:
     """`lap = 0` then `for i in range(n): lap += term` (or `lap = lap + term`)."""
     count = pt.range_count(loop.iter, ctx.names)
-    acc = _accumulated(loop, term) if len(loop.body) == 1 and not loop.orelse else None
+    body = [s for s in loop.body if s is not term.temp]
+    acc = _accumulated(body[0], term) if len(body) == 1 and not loop.orelse else None
     block = ctx.block_of(loop)
     at = next((k for k, s in enumerate(block) if s is loop), 0)
     init = block[at - 1] if acc and at > 0 else None
@@ -315,9 +338,8 @@ def _loop(ctx: Context, term: Term, loop: ast.For) -> Form:
     return Form("laplacian", "for loop", loop, count, why, init, f"{acc} = ")
 
 
-def _accumulated(loop: ast.For, term: Term) -> str | None:
-    """`lap` of the body `lap += term` or `lap = lap + term`."""
-    stmt = loop.body[0]
+def _accumulated(stmt: ast.stmt, term: Term) -> str | None:
+    """`lap` of the statement `lap += term` or `lap = lap + term`."""
     if isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, ast.Add) and isinstance(
             stmt.target, ast.Name) and stmt.value is term.node:
         return stmt.target.id
