@@ -417,3 +417,15 @@ def test_a_parameter_hides_the_module_x_and_width():
     shadowed, sliced = migrate.scan_text(text)
     assert not shadowed.edits and "x is not provably of rank 2" in shadowed.message
     assert sliced.edits and sliced.edits[0].text.endswith("[:, :d], axis=1)")
+
+
+def test_a_parameter_hides_the_u_the_first_gradient_was_taken_of():
+    """`g` of the module differentiates the module's `u`: a function whose own `u` is a
+    parameter cannot have `u` written into its rewrite."""
+    text = ("import tensorflow.compat.v1 as tf\nx = tf.placeholder(tf.float32, [None, 3])\n"
+            "u = tf.reduce_sum(tf.sin(x), axis=1)\ng = tf.gradients(u, x)[0]\n\n"
+            f"def lap(u):\n    return sum({_TERM} for i in range(3))\n\n"
+            f"def lap_module():\n    return sum({_TERM} for i in range(3))\n")
+    shadowed, module = migrate.scan_text(text)
+    assert not shadowed.edits and "may be rebound before the loop" in shadowed.message
+    assert module.edits

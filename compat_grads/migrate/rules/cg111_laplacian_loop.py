@@ -220,10 +220,16 @@ def _column_var(node: ast.Subscript) -> str | None:
 
 def _assigned(ctx: Context, at: ast.AST, name: str) -> ast.expr | None:
     """The value `name` means at `at`: the one plain assignment of the scope binding it."""
+    scope = _binder(ctx, at, name)
+    return scopes.assigned_value(scope, name) if scope is not None else None
+
+
+def _binder(ctx: Context, at: ast.AST, name: str) -> ast.AST | None:
+    """The scope whose `name` the code at `at` reads (None: a global or builtin never bound)."""
     node = ctx.parents.get(id(at))
     while node is not None:
         if isinstance(node, (*scopes.SCOPES, ast.Module)) and scopes.bindings(node)[name]:
-            return scopes.assigned_value(node, name)
+            return node
         node = ctx.parents.get(id(node))
     return None
 
@@ -381,7 +387,7 @@ def _why_not(ctx: Context, term: Term, form: Form) -> str:
     if not pt.is_pure_count(form.count, names):
         return "count"
     pure = pt.is_pure(term.u, names) and pt.is_pure(term.x, names)
-    if not pure or (not term.inline and not _stable(ctx, term.u)):
+    if not pure or (not term.inline and not _stable(ctx, term)):
         return "impure"
     return ""
 
@@ -395,11 +401,15 @@ def _matrix(ctx: Context, term: Term) -> shapes.Matrix | None:
     return shapes.matrix(ctx.tree, term.x, ctx.names, define)
 
 
-def _stable(ctx: Context, u: ast.expr) -> bool:
-    """Whether `u` (read where the first gradient was taken) means the same at the loop:
-    each name and attribute in it is assigned at most once in the module."""
-    return all(shapes.stores(ctx.tree, n) <= 1 for n in ast.walk(u)
-               if isinstance(n, ast.Name | ast.Attribute) and isinstance(n.ctx, ast.Load))
+def _stable(ctx: Context, term: Term) -> bool:
+    """Whether `u` (read where the first gradient was taken) means the same where the
+    rewrite puts it: each name in it is the same variable there, and each name and
+    attribute is assigned at most once in the module."""
+    parts = [n for n in ast.walk(term.u) if isinstance(n, ast.Name | ast.Attribute)
+             and isinstance(n.ctx, ast.Load)]
+    same = all(_binder(ctx, n, n.id) is _binder(ctx, term.node, n.id) for n in parts
+               if isinstance(n, ast.Name))
+    return same and all(shapes.stores(ctx.tree, n) <= 1 for n in parts)
 
 
 def _edits(ctx: Context, term: Term, form: Form) -> tuple[Edit, ...]:
