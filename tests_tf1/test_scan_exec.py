@@ -58,3 +58,25 @@ def test_the_column_loop_advice_is_exact():
             got, want = session.run([advised, loop])
     assert got.shape == want.shape == (5, 4, 3)
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_the_laplacian_loop_rewrite_is_the_loops_values_for_coupled_samples():
+    """Why CG111 writes strategy="reverse": the loop differentiates the batch sum of u, so
+    for samples that interact (here a batch mean, as batch norm in training mode) its terms
+    mix samples. The products of the batch-summed gradient give exactly those values; the
+    forward Laplacian (the default) and independent=False (each sample's own) do not."""
+    import compat_grads as cg
+
+    rng = np.random.RandomState(4)
+    with tf.Graph().as_default():
+        x = tf.constant(rng.randn(5, 3), tf.float64)
+        h = tf.tanh(tf.matmul(x ** 2, tf.constant(rng.randn(3, 1), tf.float64)))
+        u = (h - tf.reduce_mean(h, axis=0)) * tf.sin(x[:1, 1:2] + x[:, :1])  # [5, 1]
+        g = tf.gradients(u, x)[0]
+        loop = sum(tf.gradients(g[:, i], x)[0][:, i] for i in range(3))
+        calls = [cg.batch_laplacian(u, x, strategy="reverse"), cg.batch_laplacian(u, x),
+                 cg.batch_laplacian(u, x, independent=False)]
+        with tf.compat.v1.Session() as session:
+            want, (rewrite, default, own) = session.run([loop, calls])
+    np.testing.assert_allclose(rewrite, want, rtol=1e-10, atol=1e-12)
+    assert not np.allclose(default, want) and not np.allclose(own, want)

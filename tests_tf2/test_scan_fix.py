@@ -318,3 +318,73 @@ def test_the_helpers_run_unconverted_inside_a_map_fn(monkeypatch):
     slopes = 2 * (1 - np.tanh(np.random.RandomState(0).rand(2, 2, 2)) ** 2)
     flat = slopes.reshape(2, 4)  # rows 0-2 kept as a list, then all four in the loop
     np.testing.assert_allclose(got, flat[:, :3].sum(1) + flat.sum(1), rtol=1e-5)
+
+
+def test_laplacian_loops_become_one_call_with_the_loops_values():
+    """The sum over every column is `batch_laplacian`; over the first n columns, those columns
+    of the diagonal summed; `lap = 0` goes with its loop; the diagonal stacked dimension first
+    is transposed. strategy="reverse" keeps the loop's values for coupled samples too."""
+    text = ("import tensorflow.compat.v1 as tf\n"
+            "d = 3\n"
+            "x = tf.placeholder(tf.float32, [None, d])\n"
+            "u = tf.reduce_sum(tf.sin(x) ** 2, axis=1)\n"
+            "g = tf.gradients(u, x)[0]\n"
+            "lap = 0\n"
+            "for i in range(d):\n"
+            "    lap += tf.gradients(g[:, i], x)[0][:, i]\n"
+            "first = sum(tf.gradients(g[:, i], x)[0][:, i] for i in range(2))\n"
+            "rows = tf.map_fn(lambda i: tf.gradients(g[:, i], x)[0][:, i], tf.range(d),\n"
+            "                 dtype=tf.float32)\n")
+    target = "tf.reduce_sum(u, axis=tf.range(1, tf.rank(u)))"
+    assert migrate.fix_text(text) == (
+        "import tensorflow.compat.v1 as tf\n"
+        "import compat_grads as cg\n"
+        "d = 3\n"
+        "x = tf.placeholder(tf.float32, [None, d])\n"
+        "u = tf.reduce_sum(tf.sin(x) ** 2, axis=1)\n"
+        "g = tf.gradients(u, x)[0]\n"
+        f'lap = cg.batch_laplacian({target}, x, strategy="reverse")\n'
+        "first = tf.reduce_sum(\n"
+        "    cg.batch_hessian_diagonal(\n"
+        f"        {target},\n"
+        "        x,\n"
+        '        strategy="reverse")[:, :2],\n'
+        "    axis=1)\n"
+        "rows = tf.transpose(\n"
+        "    cg.batch_hessian_diagonal(\n"
+        f"        {target},\n"
+        "        x,\n"
+        '        strategy="reverse"))\n')
+
+
+def test_a_long_indexed_call_in_a_rewrite_wraps_its_arguments():
+    text = ("import tensorflow.compat.v1 as tf\n"
+            "inputs_of_the_network = tf.placeholder(tf.float32, [None, 4])\n"
+            "outputs_of_the_network = tf.reduce_sum(tf.sin(inputs_of_the_network), axis=1)\n"
+            "g = tf.gradients(outputs_of_the_network, inputs_of_the_network)[0]\n"
+            "lap = sum(tf.gradients(g[:, i], inputs_of_the_network)[0][:, i] for i in range(2))\n")
+    fixed = migrate.fix_text(text)
+    assert max(len(line) for line in fixed.splitlines()) <= 100
+    assert "        strategy=\"reverse\")[:, :2],\n    axis=1)\n" in fixed
+    assert migrate.fix_text(fixed) == fixed
+
+
+def test_mapped_terms_summed_on_the_next_line_become_the_laplacian_there():
+    """The quantum Monte Carlo form: the terms of tf.map_fn assigned, then summed over the
+    mapped axis; the assignment goes, the sum becomes the call. Used twice, they stay the
+    (transposed) diagonal."""
+    head = ("import tensorflow.compat.v1 as tf\n"
+            "x = tf.placeholder(tf.float64, [None, 6])\n"
+            "u = tf.reduce_sum(tf.cos(x), axis=1)\n"
+            "g = tf.gradients(u, x)[0]\n"
+            "terms = tf.map_fn(\n"
+            "    lambda i: tf.gradients(tf.expand_dims(g[..., i], -1), x)[0][..., i],\n"
+            "    tf.range(x.shape[1]), dtype=tf.float64)\n")
+    fixed = migrate.fix_text(head + "kinetic = -0.5 * (tf.reduce_sum(terms, axis=0) + 1.0)\n")
+    assert "terms" not in fixed and "tf.map_fn" not in fixed
+    assert fixed.endswith(
+        "g = tf.gradients(u, x)[0]\n"
+        "kinetic = -0.5 * (cg.batch_laplacian(\n"
+        '    tf.reduce_sum(u, axis=tf.range(1, tf.rank(u))), x, strategy="reverse") + 1.0)\n')
+    twice = migrate.fix_text(head + "a = tf.reduce_sum(terms, axis=0)\nb = terms[0]\n")
+    assert "terms = tf.transpose(" in twice and "b = terms[0]" in twice

@@ -286,7 +286,7 @@ def test_every_rule_module_holds_its_code_messages_and_docs():
         assert rule.visits in ("rows", "nodes", "gradients"), rule.code
         assert rule.fixable == (rule.fix != "report only"), rule.code
     assert migrate.CODES == {r.code: r for r in rules.RULES}
-    assert [c.code for c in migrate.CODES.values()] == [f"CG1{n:02d}" for n in range(1, 11)]
+    assert [c.code for c in migrate.CODES.values()] == [f"CG1{n:02d}" for n in range(1, 12)]
 
 
 def test_the_docs_rule_list_is_made_from_every_rule():
@@ -311,3 +311,121 @@ def test_a_map_fn_differentiating_a_value_computed_from_its_element_works():
         (CORPUS / "per_image_rows_map_fn.py").read_text("utf-8"))
     assert found.code == "CG103" and found.edits
     assert "it works, slowly" in found.message and "fails at run time" not in found.message
+
+
+# -- CG111: per-dimension Laplacians and Hessian diagonals --------------------------------
+
+LAPLACIAN_FILES = ["laplacian_pinn_sum.py", "laplacian_add_n_accumulate.py",
+                   "hessian_diagonal_stack.py", "laplacian_map_fn.py"]
+_HEAD = ("import tensorflow.compat.v1 as tf\nx = tf.placeholder(tf.float32, [None, 3])\n"
+         "u = tf.reduce_sum(tf.sin(x) ** 2, axis=1)\ng = tf.gradients(u, x)[0]\n")
+_TERM = "tf.gradients(g[:, i], x)[0][:, i]"
+
+
+@pytest.mark.parametrize("name", LAPLACIAN_FILES)
+def test_laplacian_loops_are_cg111_only_and_rewritten(name):
+    """CG111 owns the gradient calls of its forms: no CG101, CG102 or CG103 besides."""
+    found = migrate.scan_text((CORPUS / name).read_text("utf-8"))
+    assert found and {f.code for f in found} == {"CG111"}
+    assert len(found) == len(expected(CORPUS / name)) and all(f.edits for f in found)
+    assert all('strategy="reverse"' in f.message and "independent=False" in f.message
+               for f in found)
+
+
+@pytest.mark.parametrize("line, kind, what, use", [
+    (f"lap = sum({_TERM} for i in range(3))\n", "Laplacian", "generator",
+     'cg.batch_laplacian(tf.reduce_sum(u, axis=tf.range(1, tf.rank(u))), x, '
+     'strategy="reverse")'),
+    (f"lap = tf.add_n([{_TERM} for i in range(x.shape[1])])\n", "Laplacian",
+     "list comprehension", "cg.batch_laplacian("),
+    (f"lap = 0\nfor i in range(2):\n    lap += {_TERM}\n", "Laplacian", "for loop",
+     'tf.reduce_sum(cg.batch_hessian_diagonal(tf.reduce_sum(u, axis=tf.range(1, '
+     'tf.rank(u))), x, strategy="reverse")[:, :2], axis=1)'),
+    (f"D = tf.stack([{_TERM} for i in range(3)], axis=1)\n", "Hessian diagonal",
+     "list comprehension", "cg.batch_hessian_diagonal("),
+    ("D = tf.map_fn(lambda i: tf.gradients(g[..., i], x)[0][..., i], tf.range(3),\n"
+     "              dtype=tf.float32)\n", "Hessian diagonal", "tf.map_fn",
+     "tf.transpose(cg.batch_hessian_diagonal("),
+    ("lap = 0\nfor i in range(3):\n    h = tf.gradients(g[:, i], x)[0]\n    lap += h[:, i]\n",
+     "Laplacian", "for loop", "cg.batch_laplacian("),
+    ("rows = tf.map_fn(lambda i: tf.gradients(tf.expand_dims(g[..., i], -1), x)[0][..., i],\n"
+     "                 tf.range(3), dtype=tf.float32)\nlap = -0.5 * tf.reduce_sum(rows, 0)\n",
+     "Laplacian", "tf.map_fn", "cg.batch_laplacian("),
+])
+def test_laplacian_loop_messages_name_the_form_and_the_call(line, kind, what, use):
+    (found,) = migrate.scan_text(_HEAD + line)
+    assert found.code == "CG111" and found.edits
+    assert found.line == 5 + line.startswith("lap = 0\n")  # at the loop, after `lap = 0`
+    assert found.message.startswith(f"hand-built {kind}: two tf.gradients graphs per "
+                                    f"dimension in a {what}; use {use}")
+
+
+def test_laplacian_report_only_forms_say_why_and_stay_as_they_are():
+    text = (CORPUS / "laplacian_report_only.py").read_text("utf-8")
+    found = migrate.scan_text(text)
+    assert [f.code for f in found] == ["CG111"] * len(expected(
+        CORPUS / "laplacian_report_only.py"))
+    why = rules.cg111_laplacian_loop.WHY_NOT
+    reasons = {key for f in found for key, reason in why.items()
+               if f"(not rewritten: {reason})" in f.message}
+    assert reasons == set(why) and not [f for f in found if f.edits]
+    assert migrate.fix_text(text) == text
+
+
+@pytest.mark.parametrize("line, codes", [
+    (f"lap = sum({_TERM} for i in range(3))\n", ["CG111"]),
+    ("lap = sum(tf.gradients(g[:, i], x)[0][:, 0] for i in range(3))\n", ["CG101"]),
+    (f"D = tf.stack([{_TERM} for i in range(3)])\n", ["CG111"]),
+    ("D = tf.stack([tf.gradients(g[:, i], u)[0] for i in range(3)])\n", ["CG102"]),
+    (f"D = tf.map_fn(lambda i: {_TERM}, tf.range(3), dtype=tf.float32)\n", ["CG111"]),
+    ("D = tf.map_fn(lambda i: tf.gradients(g[:, i], x)[0], tf.range(3), dtype=tf.float32)\n",
+     ["CG103"]),
+    ("h = tf.gradients(g[:, 1], x)[0][:, 1]\n", []),
+    ("for i in range(3):\n    h = tf.gradients(g[:, i], x)[0]\n"
+     "    s = tf.reduce_sum(h ** 2, axis=1)\n", ["CG101"]),
+    ("def column(i):\n    return tf.gradients(g[:, i], x)[0][:, i]\n", []),
+])
+def test_cg111_takes_its_terms_and_leaves_the_look_alikes(line, codes):
+    assert [f.code for f in migrate.scan_text(_HEAD + line)] == codes
+
+
+@pytest.mark.parametrize("head, rewritten", [
+    ("x = tf.placeholder(tf.float32, [None, 3])\n", True),
+    ("x = tf.placeholder(tf.float32, shape=(None, 3))\n", True),
+    ("x = tf.reshape(tf.ones([6]), [2, 3])\n", True),
+    ("a = tf.placeholder(tf.float32, [None, 1])\nx = tf.concat([a, a, a], axis=1)\n", True),
+    ("x = tf.placeholder(tf.float32, [None, 3, 1])\n", False),  # x[:, i] is a slab
+    ("x = tf.placeholder(tf.float32, [None, 3])\nx = tf.sin(x)\n", False),  # two bindings
+    ("a = tf.placeholder(tf.float32, [None, 1])\nx = tf.concat([a, a], axis=0)\n", False),
+    ("x = tf.placeholder(tf.float32)\n", False),
+])
+def test_laplacian_rewrites_need_x_of_provable_rank_two(head, rewritten):
+    text = ("import tensorflow.compat.v1 as tf\n" + head + "u = tf.reduce_sum(x ** 3)\n"
+            "g = tf.gradients(u, x)[0]\n" + f"lap = sum({_TERM} for i in range(3))\n")
+    (found,) = migrate.scan_text(text)
+    assert found.code == "CG111" and bool(found.edits) is rewritten
+    assert ("x is not provably of rank 2" in found.message) is not rewritten
+
+
+def test_a_parameter_hides_the_module_x_and_width():
+    """`x` and `d` of a function are not the module's placeholder and its width."""
+    text = ("import tensorflow.compat.v1 as tf\nd = 3\nx = tf.placeholder(tf.float32, "
+            "[None, d])\n\ndef lap(x, u):\n    g = tf.gradients(u, x)[0]\n"
+            f"    return sum({_TERM} for i in range(d))\n\n"
+            "def lap_first(u, d):\n    g = tf.gradients(u, x)[0]\n"
+            f"    return sum({_TERM} for i in range(d))\n")
+    shadowed, sliced = migrate.scan_text(text)
+    assert not shadowed.edits and "x is not provably of rank 2" in shadowed.message
+    assert sliced.edits and sliced.edits[0].text.endswith("[:, :d], axis=1)")
+
+
+def test_a_parameter_hides_the_u_the_first_gradient_was_taken_of():
+    """`g` of the module differentiates the module's `u`: a function whose own `u` is a
+    parameter cannot have `u` written into its rewrite."""
+    text = ("import tensorflow.compat.v1 as tf\nx = tf.placeholder(tf.float32, [None, 3])\n"
+            "u = tf.reduce_sum(tf.sin(x), axis=1)\ng = tf.gradients(u, x)[0]\n\n"
+            f"def lap(u):\n    return sum({_TERM} for i in range(3))\n\n"
+            f"def lap_module():\n    return sum({_TERM} for i in range(3))\n")
+    shadowed, module = migrate.scan_text(text)
+    assert not shadowed.edits and "may be rebound before the loop" in shadowed.message
+    assert module.edits

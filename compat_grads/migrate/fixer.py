@@ -231,9 +231,12 @@ def _wrap(call: cst.Call, per_line: bool, module: cst.Module, column: int,
     if per_line:
         for k, arg in enumerate(args):
             value = arg.value
-            if isinstance(value, cst.Call) and value.args and not _fits(
+            # An indexed call (`f(...)[:, :n]`) wraps its call.
+            inner = value.value if isinstance(value, cst.Subscript) else value
+            if isinstance(inner, cst.Call) and inner.args and not _fits(
                     module, arg, column + len(pad) + 1):
-                value = _wrap(value, True, module, column, depth + 1, base)
+                wrapped = _wrap(inner, True, module, column, depth + 1, base)
+                value = wrapped if inner is value else value.with_changes(value=wrapped)
             comma = (cst.Comma(whitespace_after=_break(pad)) if k < len(args) - 1
                      else cst.MaybeSentinel.DEFAULT)
             args[k] = arg.with_changes(value=value, comma=comma)

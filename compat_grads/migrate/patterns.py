@@ -206,12 +206,12 @@ def _is_shape_call(node: ast.Call) -> bool:
     return isinstance(node.func, ast.Attribute) and node.func.attr in ("get_shape", "as_list")
 
 
-def _covers(count: ast.expr, rows: Rows, names: Names) -> bool:
+def covers(count: ast.expr, rows: Rows, names: Names) -> bool:
     """Whether `count` is the length of `rows.array` along the axis (`y.shape[0]`, ...)."""
     if isinstance(count, ast.Call) and isinstance(count.func, ast.Name) and len(count.args) == 1:
         if count.func.id == "len" and rows.axis == 0:
             return ast.dump(count.args[0]) == ast.dump(rows.array)
-        return count.func.id == "int" and _covers(count.args[0], rows, names)
+        return count.func.id == "int" and covers(count.args[0], rows, names)
     if not (isinstance(count, ast.Subscript) and isinstance(count.slice, ast.Constant)
             and count.slice.value == rows.axis):
         return False
@@ -246,7 +246,7 @@ class Writer:
     def rows(self, rows: Rows) -> str:
         """An expression whose element i is the sum of row (or column) i of the array."""
         array = self.text(rows.array)
-        if rows.count is not None and not _covers(rows.count, rows, self.names):
+        if rows.count is not None and not covers(rows.count, rows, self.names):
             count = self.text(rows.count)
             array = f"{array}[:{count}]" if rows.axis == 0 else f"{array}[:, :{count}]"
         # tf.rank works for an unknown rank too (`.shape.ndims` would be None there), and

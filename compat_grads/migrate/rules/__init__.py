@@ -16,12 +16,13 @@ from compat_grads.migrate.rules import (
                                         cg108_keras_backend_gradients,
                                         cg109_while_loop_jacobian,
                                         cg110_tape_gradient_loop,
+                                        cg111_laplacian_loop,
 )
 
 MODULES = (cg101_jacobian_loop, cg102_jacobian_stack, cg103_map_fn_gradients,
            cg104_tape_slice_source, cg105_hessians, cg106_double_gradients_jvp,
            cg107_private_gradients_import, cg108_keras_backend_gradients,
-           cg109_while_loop_jacobian, cg110_tape_gradient_loop)
+           cg109_while_loop_jacobian, cg110_tape_gradient_loop, cg111_laplacian_loop)
 RULES = tuple(module.RULE for module in MODULES)
 
 __all__ = ["MODULES", "RULES", "rst_lines"]

@@ -175,7 +175,7 @@ def why_not(ctx: Context, call: ast.Call, loop: ast.For | ast.comprehension) -> 
 
 def _loop_edits(ctx: Context, loop: ast.For) -> tuple[Edit, ...]:
     shape = ctx.loop_of(loop)
-    if ctx.writer is None or loop.orelse or shape.why or _leaks(ctx, loop):
+    if ctx.writer is None or loop.orelse or shape.why or leaks(ctx, loop):
         return ()
     return _fill_edits(ctx, loop) or _list_edits(ctx, loop)
 
@@ -248,7 +248,7 @@ def _appended(ctx: Context, loop: ast.For, listed: str) -> ast.expr | None:
     return _inline(append, name, temp.value)
 
 
-def _leaks(ctx: Context, loop: ast.For) -> bool:
+def leaks(ctx: Context, loop: ast.For) -> bool:
     """Whether the loop variable is read after the loop (where it holds the last index)."""
     var, inside = ctx.loop_of(loop).var, {id(n) for n in ast.walk(loop)}
     uses = scopes.references(ctx.scope(loop), {var})

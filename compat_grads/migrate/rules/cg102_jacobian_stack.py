@@ -9,6 +9,7 @@ from compat_grads.migrate.context import Context, axis_zero
 from compat_grads.migrate.findings import Edit, Finding, Rule
 from compat_grads.migrate.rowtext import row_advice, rows_text, suggest
 from compat_grads.migrate.rules.cg101_jacobian_loop import why_not
+from compat_grads.migrate.rules.cg111_laplacian_loop import owned
 
 DOCS = """\
 .. code-block:: python
@@ -31,7 +32,8 @@ def check(ctx: Context, node: ast.AST) -> list[Finding]:
     if not isinstance(comp, ast.ListComp):
         return []
     grads = ctx.gradients_in(comp.elt)
-    if not grads or not any(ctx.enclosing_loop(g) in comp.generators for g in grads):
+    if not grads or not any(ctx.enclosing_loop(g) in comp.generators for g in grads) or all(
+            id(g) in owned(ctx) for g in grads):  # a Laplacian's terms: CG111's
         return []
     ctx.handled |= {id(g) for g in grads}
     edits = _stack_edits(ctx, node, comp, args[1])

@@ -18,6 +18,7 @@ from compat_grads.migrate.context import (
 )
 from compat_grads.migrate.findings import Edit, Finding, Rule
 from compat_grads.migrate.rowtext import jacobian_text, suggest
+from compat_grads.migrate.rules.cg111_laplacian_loop import owned
 
 DOCS = """\
 ``tf.map_fn`` whose function calls ``tf.gradients``. Over the *values* of ``y`` it fails at
@@ -76,7 +77,7 @@ def check(ctx: Context, node: ast.AST) -> list[Finding]:
     args = pt.call_args(node, ("fn", "elems"))
     fn = ctx.function(args[0]) if args else None
     grads = ctx.gradients_in(fn) if fn else []
-    if not grads:
+    if not grads or all(id(g) in owned(ctx) for g in grads):  # a Laplacian's terms: CG111's
         return []
     ctx.handled |= {id(g) for g in grads}
     over_indices = isinstance(args[1], ast.Call) and ctx.names.qualname(args[1]) == "tf.range"
