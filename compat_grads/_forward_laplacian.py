@@ -43,7 +43,7 @@ _CONSTANT = frozenset({"StopGradient", "PreventGradient", "ZerosLike", "OnesLike
 
 
 @tf.autograph.experimental.do_not_convert
-def propagate(target, source, *, batched: bool, summed: bool):
+def propagate(target, source, *, batched: bool, summed: bool, chunk: int | None = None):
     """S at `target`.
 
     batched=False: n = number of elements of `source`; direction j is the one-hot at flat
@@ -53,10 +53,54 @@ def propagate(target, source, *, batched: bool, summed: bool):
       direction j is one-hot at per-sample feature j in EVERY sample at once (correct when
       samples are independent: target[s] depends on source[s] only). summed -> target.shape;
       not summed -> [n] + target.shape.
+    chunk: at most this many directions in flight: one walk per chunk, each after the one
+      before (their S summed, or joined along the directions), when n is known statically.
     Raises Unsupported when an op on the path has no rule (or shapes/ranks needed are not
     statically known where a rule needs them, or TF1 control flow is on the path).
     """
-    return _walked(target, _Walk(source, batched, summed))
+    n = _size(source, batched)
+    if chunk is None and n is not None:
+        chunk = _at_once(_graph_walk.between([target], [_value_of(source)]), n)
+    if chunk is None or n is None or chunk >= n:
+        return _walked(target, _Walk(source, batched, summed))
+    parts = []
+    for lo in range(0, n, chunk):
+        after = [p for p in parts[-1:] if p is not None]
+        parts.append(_walked(target, _Walk(source, batched, summed, directions=(
+            lo, min(lo + chunk, n)), after=after)))
+    if parts[0] is None:
+        return None
+    return tf.add_n(parts) if summed else tf.concat(parts, 0)
+
+
+# Directions in flight by default: as many as keep the largest J on the path within
+# _CHUNK_BYTES (measured, tanh MLP 3x64, b = 1024, d = 100: chunks of 10-20 directions ran
+# 4x faster than all 100 at once, and 50 at once 2x slower than 20), in at most _WALKS walks
+# (each walk is a copy of the target's ops in the graph).
+_CHUNK_BYTES, _WALKS = 4 * 2 ** 20, 16
+
+
+def _at_once(ops, n):
+    """The directions of one walk: None (all n) where a tensor's size is unknown."""
+    sizes = [t.shape.num_elements() * t.dtype.size for op in ops for t in op.outputs
+             if t.dtype.is_floating]
+    if not sizes or None in sizes:
+        return None
+    chunk = max(1, _CHUNK_BYTES // max(1, max(sizes)))
+    return max(chunk, -(-n // _WALKS))
+
+
+def _value_of(source):
+    if isinstance(source, tf.Variable) and not hasattr(source, "handle"):
+        return source.op.outputs[0]
+    return source
+
+
+def _size(source, batched):
+    """n, the directions of `source` (per sample when batched), if known statically."""
+    source = _value_of(source)
+    value = source if source.dtype != tf.resource else _read_of(source)
+    return (value.shape[1:] if batched else value.shape).num_elements()
 
 
 @tf.autograph.experimental.do_not_convert
@@ -100,9 +144,10 @@ def _check(ops, source):
 class _Walk:
     """The jets pushed so far (by tensor), and how a jet's pieces combine."""
 
-    def __init__(self, source, batched, summed, second=True):
+    def __init__(self, source, batched, summed, second=True, directions=None, after=()):
         self.source, self.batched, self.summed = source, batched, summed
         self.second = second  # False: J only (every S stays None)
+        self.directions, self.after = directions, after  # (lo, hi) of n; run after `after`
         self.jets, self.first = {}, None
 
     def begin(self):
@@ -111,6 +156,9 @@ class _Walk:
         self.n = (value.shape[1:] if batched else value.shape).num_elements()
         if self.n is None:  # known when the graph runs only
             self.n = tf.reduce_prod(tf.shape(value)[1:]) if batched else tf.size(value)
+        self.total = self.n  # the one-hot directions' length; this walk carries n of them
+        if self.directions is not None:
+            self.n = self.directions[1] - self.directions[0]
         if source.dtype != tf.resource:
             self.jets[source.ref()] = (self.start(source), None)
 
@@ -139,7 +187,10 @@ class _Walk:
             known = tf.TensorShape([static, 1]).concatenate(x.shape[1:])
         else:
             shape, known = self.with_n(tf.shape(x)), tf.TensorShape([static]).concatenate(x.shape)
-        J = tf.reshape(tf.eye(n, dtype=x.dtype.base_dtype), shape)
+        eye = tf.eye(self.total, dtype=x.dtype.base_dtype)
+        with tf.control_dependencies(self.after):  # one chunk after another: a bounded peak
+            J = tf.reshape(eye if self.directions is None else eye[slice(*self.directions)],
+                           shape)
         J.set_shape(known)
         return J
 

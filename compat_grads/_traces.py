@@ -33,7 +33,7 @@ def diagonals(backend, flat, how, batched=False, summed=False, propagate=True):
     scalar (`batched`: `[b] + x.shape[1:]`); with `summed`, its sum (a scalar, or `[b]`).
     None where the source does not reach the gradient. `propagate`: the forward Laplacian
     may be tried."""
-    fast = (_propagated(backend, flat, batched, summed)
+    fast = (_propagated(backend, flat, batched, summed, how.chunk_size)
             if propagate and _may_propagate(backend, flat, how, batched) else None)
     if fast is not None:
         return fast
@@ -102,11 +102,11 @@ def _shaped(diagonal, x, batched, summed):
 
 
 def _may_propagate(backend, flat, how, batched):
-    """The forward Laplacian pushes every direction at once: it is the "auto" choice when
-    its n directions of each source fit in `max_bytes` (then the products, whose own check
-    says how to chunk them); an explicit strategy (the products' direction, "loop" for the
-    least memory) or a `chunk_size` (directions in flight) asks for the products."""
-    if how.strategy != "auto" or how.chunk_size is not None:
+    """The forward Laplacian is the "auto" choice when its directions in flight (all n of
+    each source, or `chunk_size` of them) fit in `max_bytes` (then the products, whose own
+    check says how to chunk them); an explicit strategy (the products' direction, "loop" for
+    the least memory) asks for the products."""
+    if how.strategy != "auto":
         return False
     try:  # n directions, each as large as its source (the tensors on the path are more)
         _memory.check(backend.function, how, [
@@ -117,15 +117,15 @@ def _may_propagate(backend, flat, how, batched):
     return True
 
 
-def _propagated(backend, flat, batched, summed):
+def _propagated(backend, flat, batched, summed, chunk=None):
     """The forward Laplacian's diagonals (or sums), or None where it does not apply: eager
     tensors have no graph to walk; an op without a rule warns and takes the products."""
     target = backend.target
     if not backend.walkable():
         return None
     try:
-        found = [_forward_laplacian.propagate(target, x, batched=batched, summed=summed)
-                 for x in backend.differentiated()]
+        found = [_forward_laplacian.propagate(target, x, batched=batched, summed=summed,
+                                              chunk=chunk) for x in backend.differentiated()]
     except _forward_laplacian.Unsupported as err:
         warn(message(backend.function, f"the forward Laplacian has no rule for {err.reason}",
                      "Computed with forward-over-reverse products instead: same values, "
@@ -173,7 +173,8 @@ def traces_of_jacobian(backend, source, how, batched=False):
     one per sample (`[b]`): in a graph, from the first-order forward walk where every op
     has a rule (n directions at once); otherwise row j is element j of the product with the
     one-hot j."""
-    if _may_propagate(backend, [source], how, batched) and backend.walkable():
+    if how.chunk_size is None and _may_propagate(backend, [source], how, batched) and (
+            backend.walkable()):
         try:  # an op without a rule: the products, as fast there (no warning)
             return _trace_of_tangents(backend, source, batched)
         except _forward_laplacian.Unsupported:
