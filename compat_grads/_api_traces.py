@@ -26,8 +26,9 @@ def hessian_diagonal(target: Target, sources: Nest, *, method: Method = "exact",
 
     In a graph (TF1, `tf.function`, and eager callables, which run in a cached tf.function)
     it is the forward Laplacian's one pass when every op between the sources and the target
-    has a rule; otherwise (and with an explicit strategy or a chunk_size) n
-    forward-over-reverse products, each reduced to its diagonal element as it is computed
+    has a rule (its directions in chunks: see the "Laplacians, diagonals and traces" page);
+    otherwise (and with an explicit strategy, or a chunk_size that would take more than 16
+    walks) n forward-over-reverse products, each reduced to its diagonal element as it is computed
     (a `VectorizationWarning` names an op without a rule).
 
     Args:
@@ -363,7 +364,9 @@ def batch_divergence(target: Target, source: TensorLike, *,
 
     Migrating from TF1:
       Before: `tf.add_n([tf.gradients(y[:, i], x)[0][:, i] for i in range(n)])` (FFJORD's
-      exact trace). After: `cg.batch_divergence(y, x)`.
+      exact trace). After: `cg.batch_divergence(y, x)`, for independent samples; where
+      samples interact, `strategy="reverse"` keeps the loop's values (each term is the
+      gradient of a column's batch sum).
     """
     return _call.run(_specs_traces.BATCH_DIVERGENCE, target, (source,), compile=compile,
                      jit_compile=jit_compile, tape=tape, method=method,

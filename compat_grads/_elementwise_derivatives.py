@@ -1,11 +1,13 @@
-"""The first and second derivatives of the elementwise ops the forward Laplacian
-(`compat_grads._forward_laplacian`) pushes through with an explicit formula: op type ->
-`(a, y) -> (g'(a), g''(a))`, given the op's input a and output y (None: zero)."""
+"""The elementwise ops of the forward Laplacian (`compat_grads._forward_laplacian`): the
+first and second derivatives it pushes through with an explicit formula (op type ->
+`(a, y) -> (g'(a), g''(a))`, given the op's input a and output y; None: zero), those it takes
+from `tf.gradients`, and the activations' gradient ops (first order), with their rules."""
 
 from __future__ import annotations
 
 import math
 
+from compat_grads._linear_jets import rank_of
 from compat_grads._tf import tf
 
 _SELU_SCALE, _SELU_ALPHA = 1.0507009873554805, 1.6732632423543772
@@ -38,3 +40,43 @@ DERIVATIVES = {
     "Abs": lambda a, y: (tf.sign(a), None),
     "Softsign": lambda a, y: ((d := 1 / (1 + tf.abs(a))) * d, -2 * tf.sign(a) * d * d * d),
 }
+
+# The gradient ops of activations, as `tf.gradients` builds them (a divergence of a
+# gradient walks them): y = dy · c(a), by op type (input of dy, input of a, c, c' or None).
+GRADIENTS = {
+    "TanhGrad": (1, 0, lambda y: 1 - y * y, lambda y: -2 * y),
+    "SigmoidGrad": (1, 0, lambda y: y * (1 - y), lambda y: 1 - 2 * y),
+    "ReluGrad": (0, 1, lambda f: tf.cast(f > 0, f.dtype), None),
+    "Relu6Grad": (0, 1, lambda f: tf.cast((f > 0) & (f < 6), f.dtype), None),
+    "EluGrad": (0, 1, lambda o: tf.where(o > 0, tf.ones_like(o), o + 1),
+                lambda o: tf.cast(o <= 0, o.dtype)),
+    "SoftplusGrad": (0, 1, tf.sigmoid, lambda f: tf.sigmoid(f) * tf.sigmoid(-f)),
+}
+
+
+# Elementwise ops whose g' and g'' come from tf.gradients (one input, of y's shape).
+GENERIC = frozenset({"Asinh", "Acosh", "Atanh", "Asin", "Acos", "Erfc",
+                      "LeakyRelu", "Relu6", "Lgamma", "Digamma"})
+
+
+def explicit(walk, op, jets):
+    a, y = op.inputs[0], op.outputs[0]
+    d1, d2 = DERIVATIVES[op.type](a, y)
+    return walk.chain(jets[0], d1, d2, rank_of(y))
+
+
+def generic(walk, op, jets):
+    a, y = op.inputs[0], op.outputs[0]
+    d1 = tf.gradients(y, a, grad_ys=tf.ones_like(y))[0]
+    d2 = tf.gradients(d1, a, grad_ys=tf.ones_like(a))[0] if walk.second else None
+    return walk.chain(jets[0], d1, d2, rank_of(y))
+
+
+def activation_gradient(walk, op, jets):
+    """First order only: J = J_dy c(a) + dy c'(a) J_a."""
+    at_dy, at_a, c, dc = GRADIENTS[op.type]
+    a = op.inputs[at_a]
+    jet_c = None if jets[at_a] is None or dc is None else walk.chain(
+        jets[at_a], dc(a), None, rank_of(a))
+    return walk.bilinear(tf.multiply, op.inputs[at_dy], c(a), [jets[at_dy], jet_c],
+                         rank_of(op.outputs[0]))

@@ -17,26 +17,38 @@ import functools
 import operator
 
 from compat_grads import _graph_walk
-from compat_grads._elementwise_derivatives import DERIVATIVES as _DERIVATIVES
+from compat_grads._elementwise_derivatives import (
+    DERIVATIVES,
+    GENERIC,
+    GRADIENTS,
+    activation_gradient,
+    explicit,
+    generic,
+)
 from compat_grads._linear_jets import (
     Unsupported,
     expand_dims,
     gather,
+    inert,
     n_then,
     named,
     rank_of,
+    read_of,
     reduction,
     shift,
+    size_of,
     squeeze,
     static,
     strided_slice,
     transpose,
     unsupported,
+    value_of,
     with_first,
 )
 from compat_grads._tf import tf
 
-__all__ = ["Unsupported", "ops_with_rules", "propagate", "tangents"]
+__all__ = ["WALKS", "Unsupported", "ops_with_rules", "propagate", "reduced_tangents",
+           "tangents"]
 
 # Ops whose outputs are constants to tf.gradients (no gradient flows through them).
 _CONSTANT = frozenset({"StopGradient", "PreventGradient", "ZerosLike", "OnesLike"})
@@ -58,49 +70,65 @@ def propagate(target, source, *, batched: bool, summed: bool, chunk: int | None 
     Raises Unsupported when an op on the path has no rule (or shapes/ranks needed are not
     statically known where a rule needs them, or TF1 control flow is on the path).
     """
-    n = _size(source, batched)
-    if chunk is None and n is not None:
-        chunk = _at_once(_graph_walk.between([target], [_value_of(source)]), n)
-    if chunk is None or n is None or chunk >= n:
+    chunk, n = _chunk(target, source, batched, chunk)
+    if chunk is None:
         return _walked(target, _Walk(source, batched, summed))
-    parts = []
-    for lo in range(0, n, chunk):
-        after = [p for p in parts[-1:] if p is not None]
-        parts.append(_walked(target, _Walk(source, batched, summed, directions=(
-            lo, min(lo + chunk, n)), after=after)))
+    parts = _in_chunks(n, chunk, lambda directions, after: _walked(target, _Walk(
+        source, batched, summed, directions=directions, after=after)))
     if parts[0] is None:
         return None
     return tf.add_n(parts) if summed else tf.concat(parts, 0)
 
 
+@tf.autograph.experimental.do_not_convert
+def reduced_tangents(target, source, *, batched: bool, reduce, chunk: int | None = None):
+    """Σ over chunks of directions of `reduce(J, lo, hi)`, J the first-order walk's
+    `[hi - lo] + target.shape` along directions lo..hi (hi None: to the end); None where the
+    target is not connected. `chunk` as in `propagate`. Raises Unsupported as it does."""
+    chunk, n = _chunk(target, source, batched, chunk)
+
+    def part(directions, after):
+        J = _walked(target, _Walk(source, batched, summed=True, second=False,
+                                  directions=directions, after=after))
+        return None if J is None else reduce(J, *directions)
+    if chunk is None:
+        return part((0, None), ())
+    parts = _in_chunks(n, chunk, part)
+    return None if parts[0] is None else tf.add_n(parts)
+
+
+def _chunk(target, source, batched, chunk):
+    """(directions per walk, n), or (None, n) for one walk of all n."""
+    n = size_of(source, batched)
+    if n is not None and chunk is None:
+        chunk = _at_once(_graph_walk.between([target], [value_of(source)]), n)
+    return (None if chunk is None or n is None or chunk >= n else chunk), n
+
+
+def _in_chunks(n, chunk, part):
+    """`part((lo, hi), after)` for each chunk of the n directions, in order, each made after
+    the part before it (`after`: its result), so that one chunk is in flight at a time."""
+    parts = []
+    for lo in range(0, n, chunk):
+        parts.append(part((lo, min(lo + chunk, n)), [p for p in parts[-1:] if p is not None]))
+    return parts
+
+
 # Directions in flight by default: as many as keep the largest J on the path within
 # _CHUNK_BYTES (measured, tanh MLP 3x64, b = 1024, d = 100: chunks of 10-20 directions ran
-# 4x faster than all 100 at once, and 50 at once 2x slower than 20), in at most _WALKS walks
+# 4x faster than all 100 at once, and 50 at once 2x slower than 20), in at most WALKS walks
 # (each walk is a copy of the target's ops in the graph).
-_CHUNK_BYTES, _WALKS = 4 * 2 ** 20, 16
+_CHUNK_BYTES, WALKS = 4 * 2 ** 20, 16
 
 
 def _at_once(ops, n):
     """The directions of one walk: None (all n) where a tensor's size is unknown."""
-    sizes = [t.shape.num_elements() * t.dtype.size for op in ops for t in op.outputs
+    sizes = [(t.shape.num_elements(), t.dtype.size) for op in ops for t in op.outputs
              if t.dtype.is_floating]
-    if not sizes or None in sizes:
+    if not sizes or any(elements is None for elements, _ in sizes):
         return None
-    chunk = max(1, _CHUNK_BYTES // max(1, max(sizes)))
-    return max(chunk, -(-n // _WALKS))
-
-
-def _value_of(source):
-    if isinstance(source, tf.Variable) and not hasattr(source, "handle"):
-        return source.op.outputs[0]
-    return source
-
-
-def _size(source, batched):
-    """n, the directions of `source` (per sample when batched), if known statically."""
-    source = _value_of(source)
-    value = source if source.dtype != tf.resource else _read_of(source)
-    return (value.shape[1:] if batched else value.shape).num_elements()
+    chunk = max(1, _CHUNK_BYTES // max(1, max(e * size for e, size in sizes)))
+    return max(chunk, -(-n // WALKS))
 
 
 @tf.autograph.experimental.do_not_convert
@@ -115,15 +143,16 @@ def _walked(target, walk):
     if isinstance(walk.source, tf.Variable) and not hasattr(walk.source, "handle"):
         walk.source = walk.source.op.outputs[0]  # a TF1 reference variable: its ref tensor
     ops = _graph_walk.between([target], [walk.source])
-    _check(ops, walk.source)
+    _check(ops, walk.source, walk.second)
     walk.begin()
     for op in ops:
         walk.visit(op)
     return walk.result(target)
 
 
-def _check(ops, source):
-    """Raise Unsupported for the first op on the path without a rule, before building any."""
+def _check(ops, source, second=True):
+    """Raise Unsupported for the first op on the path without a rule, before building any
+    (the activations' gradient ops have first-order rules only)."""
     carrying = {source.ref()}
     for op in ops:
         if op.type in _CONSTANT or not any(t.ref() in carrying for t in op.inputs):
@@ -132,8 +161,8 @@ def _check(ops, source):
         # Integer, bool and string outputs are constants to tf.gradients too; a variant, a
         # resource or a complex output carries the derivative on (a TensorList of a
         # tf.map_fn, a While loop): without a rule it must not look unconnected.
-        if any(not (t.dtype.is_floating or _inert(t.dtype)) for t in op.outputs) or (
-                outputs and op.type not in _RULES):
+        if any(not (t.dtype.is_floating or inert(t.dtype)) for t in op.outputs) or (
+                outputs and op.type not in _RULES) or (second and op.type in GRADIENTS):
             raise unsupported(named(op))
         for t in outputs:
             if t.shape.rank is None:
@@ -152,13 +181,15 @@ class _Walk:
 
     def begin(self):
         source, batched = self.source, self.batched
-        value = source if source.dtype != tf.resource else _read_of(source)
+        value = source if source.dtype != tf.resource else read_of(source)
         self.n = (value.shape[1:] if batched else value.shape).num_elements()
         if self.n is None:  # known when the graph runs only
             self.n = tf.reduce_prod(tf.shape(value)[1:]) if batched else tf.size(value)
         self.total = self.n  # the one-hot directions' length; this walk carries n of them
-        if self.directions is not None:
+        if self.directions is not None and self.directions[1] is not None:
             self.n = self.directions[1] - self.directions[0]
+        elif self.directions is not None:
+            self.directions = None  # (0, None): all of them
         if source.dtype != tf.resource:
             self.jets[source.ref()] = (self.start(source), None)
 
@@ -256,19 +287,6 @@ class _Walk:
         return tf.zeros(self.with_n(tf.shape(like)) if shifted else tf.shape(like), like.dtype)
 
 
-def _read_of(handle):
-    """A read of the variable behind `handle`: the value the directions are shaped like."""
-    for op in handle.consumers():
-        if op.type == "ReadVariableOp":
-            return op.outputs[0]
-    raise unsupported(f"variable handle '{handle.name}' that is never read")
-
-
-def _inert(dtype) -> bool:
-    """Values no derivative flows through."""
-    return dtype.is_integer or dtype.is_bool or dtype == tf.string
-
-
 def _aligned(x, rank, at=1):
     """x with size-one axes inserted at `at` up to `rank`: after its leading n axis (1), so
     that it broadcasts (right-aligned) against a higher-rank output with the n axis kept
@@ -287,24 +305,6 @@ def _plus(a, b):
 
 def _times(product, a, b):
     return None if a is None or b is None else product(a, b)
-
-
-# Elementwise ops whose g' and g'' come from tf.gradients (one input, of y's shape).
-_GENERIC = frozenset({"Asinh", "Acosh", "Atanh", "Asin", "Acos", "Erfc",
-                      "LeakyRelu", "Relu6", "Lgamma", "Digamma"})
-
-
-def _explicit(walk, op, jets):
-    a, y = op.inputs[0], op.outputs[0]
-    d1, d2 = _DERIVATIVES[op.type](a, y)
-    return walk.chain(jets[0], d1, d2, rank_of(y))
-
-
-def _generic(walk, op, jets):
-    a, y = op.inputs[0], op.outputs[0]
-    d1 = tf.gradients(y, a, grad_ys=tf.ones_like(y))[0]
-    d2 = tf.gradients(d1, a, grad_ys=tf.ones_like(a))[0] if walk.second else None
-    return walk.chain(jets[0], d1, d2, rank_of(y))
 
 
 def _sum(walk, signs, jets, rank):
@@ -448,8 +448,8 @@ def _unpack(walk, op, jets):
 
 
 _RULES = {
-    **{name: _explicit for name in _DERIVATIVES},
-    **{name: _generic for name in _GENERIC},
+    **{name: explicit for name in DERIVATIVES},
+    **{name: generic for name in GENERIC},
     **dict.fromkeys(("Add", "AddV2", "BiasAdd", "AddN", "Sub"), _signed),
     "Mul": lambda walk, op, jets: walk.bilinear(tf.multiply, *op.inputs, jets,
                                                 rank_of(op.outputs[0])),
@@ -457,6 +457,7 @@ _RULES = {
     "SquaredDifference": _squared_difference,
     **dict.fromkeys(("MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3"), _matmul),
     "Select": _select, "SelectV2": _select,
+    **dict.fromkeys(GRADIENTS, activation_gradient),
     **dict.fromkeys(("Identity", "IdentityN", "Snapshot", "EnsureShape", "CheckNumerics"),
                     _same),
     "Neg": _each(lambda op, x: -x),
@@ -477,5 +478,6 @@ _RULES = {
 
 
 def ops_with_rules() -> list:
-    """The op types the forward Laplacian goes through (the docs list them), sorted."""
-    return sorted({*_RULES, *_CONSTANT})
+    """The op types the forward Laplacian goes through (the docs list them), sorted: not
+    the activations' gradient ops, which only a divergence's first-order walk takes."""
+    return sorted({*_RULES, *_CONSTANT} - set(GRADIENTS))

@@ -1,6 +1,7 @@
 """The forward Laplacian's shape-only pieces (`compat_grads._forward_laplacian`): its
 error, and how a linear op (a slice, a reduction, a transpose, a gather) applies to a jet's
-J or S, which may carry a leading axis of n directions (`shifted`)."""
+J or S, which may carry a leading axis of n directions (`shifted`); what a source's
+directions are shaped like."""
 
 from __future__ import annotations
 
@@ -108,3 +109,29 @@ def gather(op):
         raise unsupported(f"{named(op)} with batch_dims")
     indices, axis = op.inputs[1], int(static(op, op.inputs[2]))
     return lambda x, s: tf.gather(x, indices, axis=int(shift(axis, s)))
+
+
+def value_of(source):
+    if isinstance(source, tf.Variable) and not hasattr(source, "handle"):
+        return source.op.outputs[0]
+    return source
+
+
+def size_of(source, batched):
+    """n, the directions of `source` (per sample when batched), if known statically."""
+    source = value_of(source)
+    value = source if source.dtype != tf.resource else read_of(source)
+    return (value.shape[1:] if batched else value.shape).num_elements()
+
+
+def read_of(handle):
+    """A read of the variable behind `handle`: the value the directions are shaped like."""
+    for op in handle.consumers():
+        if op.type == "ReadVariableOp":
+            return op.outputs[0]
+    raise unsupported(f"variable handle '{handle.name}' that is never read")
+
+
+def inert(dtype) -> bool:
+    """Values no derivative flows through."""
+    return dtype.is_integer or dtype.is_bool or dtype == tf.string

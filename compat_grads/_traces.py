@@ -104,14 +104,19 @@ def _shaped(diagonal, x, batched, summed):
 def _may_propagate(backend, flat, how, batched):
     """The forward Laplacian is the "auto" choice when its directions in flight (all n of
     each source, or `chunk_size` of them) fit in `max_bytes` (then the products, whose own
-    check says how to chunk them); an explicit strategy (the products' direction, "loop" for
-    the least memory) asks for the products."""
+    check says how to chunk them), in at most `WALKS` walks (each a copy of the target's
+    ops: more chunks take the products' loop); an explicit strategy (the products'
+    direction, "loop" for the least memory) asks for the products."""
     if how.strategy != "auto":
         return False
+    sizes = [st.per_sample_size(x) if batched else st.size(x) for x in flat]
+    if how.chunk_size is not None and any(  # a walk per chunk: the products loop instead
+            isinstance(n, int) and -(-n // how.chunk_size) > _forward_laplacian.WALKS
+            for n in sizes):
+        return False
     try:  # n directions, each as large as its source (the tensors on the path are more)
-        _memory.check(backend.function, how, [
-            (st.per_sample_size(x) if batched else st.size(x), 0, _memory.nbytes(x))
-            for x in flat])
+        _memory.check(backend.function, how, [(n, 0, _memory.nbytes(x))
+                                              for n, x in zip(sizes, flat)])
     except ValueError:
         return False
     return True
@@ -171,12 +176,11 @@ def coupled_diagonal(backend, x, how):
 def traces_of_jacobian(backend, source, how, batched=False):
     """The trace of the square Jacobian of the target (`y.shape == x.shape`): a scalar, or
     one per sample (`[b]`): in a graph, from the first-order forward walk where every op
-    has a rule (n directions at once); otherwise row j is element j of the product with the
-    one-hot j."""
-    if how.chunk_size is None and _may_propagate(backend, [source], how, batched) and (
-            backend.walkable()):
+    has a rule (n directions, or `chunk_size` at a time); otherwise row j is element j of
+    the product with the one-hot j."""
+    if _may_propagate(backend, [source], how, batched) and backend.walkable():
         try:  # an op without a rule: the products, as fast there (no warning)
-            return _trace_of_tangents(backend, source, batched)
+            return _trace_of_tangents(backend, source, batched, how.chunk_size)
         except _forward_laplacian.Unsupported:
             pass
     how = how.using(_jacobians.choose_strategy(how.strategy, 1, 1,
@@ -195,28 +199,32 @@ def traces_of_jacobian(backend, source, how, batched=False):
     return tf.cast(tf.reduce_sum(rows, axis=0), st.dtype_of(source))
 
 
-def _trace_of_tangents(backend, source, batched):
-    """The forward walk's J at the target (`[n] + y.shape`, y shaped like the source), its
-    diagonal summed: per sample (`[b]`) when batched."""
+def _trace_of_tangents(backend, source, batched, chunk):
+    """The trace from the first-order forward walk (`[n] + y.shape` tangents along the
+    one-hot directions, y shaped like the source), per sample (`[b]`) when batched; the
+    directions in chunks, each chunk's share of the diagonal summed."""
     (x,) = backend.differentiated()
     target, dtype = backend.target, st.dtype_of(source)
     last = _last_product(target, x) if batched else None
-    if last is not None:  # y = a @ w (+ constants): Σ_j Σ_k J_a[j, s, k] w[k, j]
+    if last is not None:  # y = a @ w (+ constants): Σ_j Σ_k J_a[j, k] w[k, j] per sample
         a, w, transposed = last
-        J = _forward_laplacian.tangents(a, x, batched=True)
-        if J is None:
-            return None
-        wt = tf.cast(w if transposed else tf.transpose(w), J.dtype)  # [n, k]
-        trace = tf.reduce_sum(tf.linalg.matvec(J, wt), 0)  # 7x a masked sum at d = 100
-        return tf.cast(tf.broadcast_to(trace, tf.shape(target)[:1]), dtype)
-    J = _forward_laplacian.tangents(target, x, batched=batched)
-    if J is None:
-        return None
-    n = tf.shape(J)[0]
-    if not batched:
-        return tf.cast(tf.linalg.trace(tf.reshape(J, [n, n])), dtype)
-    return tf.cast(tf.linalg.trace(tf.transpose(tf.reshape(J, [n, tf.shape(J)[1], n]),
-                                                [1, 0, 2])), dtype)
+        wt = tf.transpose(w) if not transposed else w  # [n, k]
+
+        def share(J, lo, hi):
+            return tf.reduce_sum(tf.linalg.matvec(J, tf.cast(wt[lo:hi], J.dtype)), 0)
+        trace = _forward_laplacian.reduced_tangents(a, x, batched=True, reduce=share,
+                                                     chunk=chunk)
+        return None if trace is None else tf.cast(
+            tf.broadcast_to(trace, tf.shape(target)[:1]), dtype)
+
+    def share(J, lo, hi):  # the chunk's columns lo..hi of its [hi - lo] rows
+        if not batched:
+            return tf.linalg.trace(tf.reshape(J, [tf.shape(J)[0], -1])[:, lo:hi])
+        square = tf.reshape(J, [tf.shape(J)[0], tf.shape(J)[1], -1])[:, :, lo:hi]
+        return tf.linalg.trace(tf.transpose(square, [1, 0, 2]))
+    trace = _forward_laplacian.reduced_tangents(target, x, batched=batched, reduce=share,
+                                                 chunk=chunk)
+    return None if trace is None else tf.cast(trace, dtype)
 
 
 _ADDS = frozenset({"Identity", "BiasAdd", "Add", "AddV2"})

@@ -265,3 +265,39 @@ def test_tangents_are_the_jacobian_along_each_direction(name, k, batched):
 def test_tangents_of_an_unconnected_target_are_none():
     got = tf.function(lambda x: fl.tangents(tf.constant(C43), x, batched=True))
     assert got(tf.constant(_values([[5, 3]])[0])) is None
+
+
+CHUNKED = [(name, batched, summed) for name in ("mlp", "slices", "pack_unpack_transpose")
+           for batched in (False, True) for summed in (True, False)]
+
+
+@pytest.mark.parametrize("name,batched,summed", CHUNKED)
+def test_chunks_of_directions_give_the_same_values(name, batched, summed):
+    f, shapes, _, _ = CASES[name]
+    values = _values(shapes)
+
+    @tf.function
+    def run(x):
+        return fl.propagate(f(x), x, batched=batched, summed=summed, chunk=2)
+    assert_close(run(tf.constant(values[0])).numpy(), oracle(f, values, 0, batched, summed))
+
+
+def test_each_chunk_starts_after_the_one_before():
+    graph = tf.function(lambda x: fl.propagate(mlp(x), x, batched=True, summed=True, chunk=1)
+                        ).get_concrete_function(tf.constant(_values([[5, 3]])[0])).graph
+    waits_for = {c.name for op in graph.get_operations() for c in op.control_inputs}
+    # 3 directions, one per walk: the 2nd waits for the 1st's result, the 3rd for the 2nd's
+    assert len(waits_for) == 2
+    assert all(graph.get_operation_by_name(name).type == "BroadcastTo" for name in waits_for)
+
+
+def test_the_default_chunk_keeps_the_largest_tangent_small():
+    def chunk(b, width, n):
+        with tf.Graph().as_default():
+            x = tf.compat.v1.placeholder(tf.float32, [b, n])
+            hidden = tf.tanh(tf.matmul(x, tf.ones([n, width])))
+            return fl._at_once(fl._graph_walk.between([hidden], [x]), n)
+    assert chunk(1024, 64, 100) == 16  # 4 MiB / (1024 · 64 · 4 bytes)
+    assert chunk(8, 8, 10) >= 10  # all at once
+    assert chunk(1024, 4096, 64) == 4  # at most WALKS = 16 walks
+    assert chunk(None, 64, 100) is None  # an unknown batch: one walk

@@ -350,3 +350,23 @@ def test_a_divergence_through_an_op_without_a_rule_takes_the_products_silently()
         got = cg.batch_divergence(f, x)
     want = cg.batch_divergence(f, x, strategy="reverse")
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12)
+
+
+def test_chunk_size_never_changes_a_divergence():
+    """chunk_size bounds memory only: the walk takes the directions in chunks, even where
+    samples interact (the per-sample form is for independent samples, and its chunks agree
+    with it there too)."""
+    x = tf.constant(np.random.default_rng(3).normal(size=(4, 3)))
+
+    def f(x):
+        return x * tf.reduce_mean(x, 0)
+    whole = cg.batch_divergence(f, x).numpy()
+    for chunk in (1, 2):
+        np.testing.assert_allclose(cg.batch_divergence(f, x, chunk_size=chunk), whole,
+                                   rtol=1e-12)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = f(x)
+    # each direction through every sample at once: sum_j sum_r dy[s, j] / dx[r, j]
+    np.testing.assert_allclose(whole, np.einsum("sjrj->s", tape.jacobian(y, x).numpy()),
+                               rtol=1e-12)
