@@ -10,7 +10,7 @@ import pytest
 from scan_support import CORPUS, expected, scan
 
 from compat_grads import cli, migrate
-from compat_grads.migrate import fixer
+from compat_grads.migrate import fixer, rules
 
 
 def test_fix_twice_is_idempotent_and_leaves_report_only_findings(tmp_path, capsys):
@@ -388,3 +388,71 @@ def test_mapped_terms_summed_on_the_next_line_become_the_laplacian_there():
         '    tf.reduce_sum(u, axis=tf.range(1, tf.rank(u))), x, strategy="reverse") + 1.0)\n')
     twice = migrate.fix_text(head + "a = tf.reduce_sum(terms, axis=0)\nb = terms[0]\n")
     assert "terms = tf.transpose(" in twice and "b = terms[0]" in twice
+
+
+_LAP_HEAD = ("import tensorflow.compat.v1 as tf\n"
+             "x = tf.placeholder(tf.float64, [None, 3])\n"
+             "w = tf.ones([3, 2], tf.float64)\n")
+_LAP = "lap = sum(tf.gradients(u_x[:, i], x)[0][:, i] for i in range(3))\n"
+
+
+@pytest.mark.parametrize("body, why", [
+    # u may be another tensor at the loop than where u_x was taken: left as it is
+    ("outs = [tf.matmul(tf.sin(x), w)]\nu_x = tf.gradients(outs[-1], x)[0]\n"
+     "outs.append(outs[0] ** 2)\n" + _LAP, "moved"),
+    ("outs = [tf.matmul(tf.sin(x), w)]\nu_x = tf.gradients(outs[0], x)[0]\n"
+     "outs[0] = outs[0] * 10.0\n" + _LAP, "moved"),
+    ('T = {"u": tf.matmul(tf.sin(x), w)}\nu_x = tf.gradients(T["u"], x)[0]\n'
+     'T["u"] = tf.sin(T["u"])\nlap = 0\nfor i in range(3):\n'
+     "    lap += tf.gradients(u_x[:, i], x)[0][:, i]\n", "moved"),
+    ("for k in range(2):\n    u = tf.matmul(tf.sin(x), w) * (k + 1.0)\n    if k == 0:\n"
+     "        u_x = tf.gradients(u, x)[0]\n" + _LAP, "moved"),
+    ("class S:\n    pass\ns = S()\ns.u = tf.matmul(tf.sin(x), w)\n"
+     'u_x = tf.gradients(s.u, x)[0]\nsetattr(s, "u", s.u * 5.0)\n' + _LAP, "moved"),
+    ("u = tf.matmul(tf.sin(x), w)\nu_x = tf.gradients(u, x)[0]\nu = u * 2.0\n" + _LAP,
+     "impure"),
+    ("u = tf.matmul(tf.sin(x), w)\n\ndef scale():\n    global u\n    u = u * 2.0\n\n"
+     "u_x = tf.gradients(u, x)[0]\nscale()\n" + _LAP, "impure"),
+    # no batch axis first: the rewritten call would raise where the loop runs
+    ("u = tf.reduce_sum(tf.matmul(tf.sin(x), w))\nu_x = tf.gradients(u, x)[0]\n" + _LAP,
+     "scalar"),
+    ("u = tf.reduce_mean(tf.sin(x) ** 2)\n"
+     "lap = sum(tf.gradients(tf.gradients(u, x)[0][:, i], x)[0][:, i] for i in range(3))\n",
+     "scalar"),
+    ("u = tf.reduce_sum(tf.sin(x), axis=0)\nu_x = tf.gradients(u, x)[0]\n" + _LAP, "scalar"),
+    ("u1 = tf.reduce_sum(tf.sin(x), 1); u2 = tf.reduce_sum(x ** 3, 1)\n"
+     "lap = sum(tf.gradients(tf.gradients([u1, u2], x)[0][:, i], x)[0][:, i]\n"
+     "          for i in range(3))\n", "scalar"),
+    # the fix deletes whole lines: `lap = 0` sharing one with `n = 3` is left as it is
+    ("u = tf.matmul(tf.sin(x), w)\nu_x = tf.gradients(u, x)[0]\nn = 3; lap = 0\n"
+     "for i in range(n):\n    lap += tf.gradients(u_x[:, i], x)[0][:, i]\n", "shared"),
+])
+def test_laplacian_loops_the_fix_cannot_prove_are_reported_and_left(body, why):
+    text = _LAP_HEAD + body
+    (found,) = migrate.scan_text(text)
+    reason = rules.cg111_laplacian_loop.WHY_NOT[why]
+    assert found.code == "CG111" and not found.edits
+    assert f"(not rewritten: {reason})" in found.message
+    assert migrate.fix_text(text) == text
+
+
+def test_laplacian_loops_of_a_bound_u_the_fix_proves_are_rewritten():
+    """A store to u before u_x's assignment, and a loop that holds both the binding and the
+    Laplacian's loop, keep u the same tensor at the loop."""
+    once = "u = tf.matmul(tf.sin(x), w)\nu_x = tf.gradients(u, x)[0]\n" + _LAP
+    looped = ("for k in range(2):\n    u = tf.matmul(tf.sin(x), w) * (k + 1.0)\n"
+              "    u_x = tf.gradients(u, x)[0]\n    " + _LAP)
+    for text in (_LAP_HEAD + once, _LAP_HEAD + looped):
+        (found,) = migrate.scan_text(text)
+        assert found.edits and "cg.batch_laplacian(" in migrate.fix_text(text)
+
+
+def test_a_loop_over_the_slabs_of_a_rank_three_x_is_no_laplacian():
+    """`g[:, i]` of a rank-3 x is a slab: CG111 says nothing, and nothing is rewritten."""
+    text = ("import tensorflow.compat.v1 as tf\nx = tf.placeholder(tf.float32, [None, 4, 3])\n"
+            "g = tf.gradients(tf.reduce_sum(tf.sin(x), [1, 2]), x)[0]\n"
+            "slabs = sum(tf.gradients(g[:, i], x)[0][:, i] for i in range(4))\n")
+    found = migrate.scan_text(text)
+    assert found and "CG111" not in {f.code for f in found}
+    assert not [f for f in found if "Laplacian" in f.message or f.edits]
+    assert migrate.fix_text(text) == text

@@ -56,6 +56,12 @@ def assigned_value(scope: ast.AST, name: str) -> ast.expr | None:
     return assigns[0].value if assigns else None
 
 
+def binders(scope: ast.AST, name: str) -> list[ast.AST]:
+    """The nodes by which `scope` itself binds `name` (`bindings` counts them; parameters,
+    read from the signature, are not among them)."""
+    return [node for node in _direct(scope) if name in _bound_by(node)]
+
+
 def _local_names(scope: ast.AST) -> set[str]:
     declared = {n for node in _direct(scope) if isinstance(node, ast.Global | ast.Nonlocal)
                 for n in node.names} if not isinstance(scope, _COMPREHENSIONS) else set()

@@ -45,11 +45,24 @@ def matrix(tree: ast.Module, node: ast.expr, names: Names, define: Define,
            depth: int = 3) -> Matrix | None:
     """What the module proves about `node` being rank 2, or None when it does not;
     `define(name)` is the value a name or attribute means where `node` is read."""
+    shape = _shape(tree, node, names, define, depth)
+    return Matrix(shape[1]) if shape is not None and shape[0] == 2 else None
+
+
+def rank(tree: ast.Module, node: ast.expr, names: Names, define: Define) -> int | None:
+    """The rank of `node` when the module proves it (as `matrix` does), else None."""
+    shape = _shape(tree, node, names, define, 3)
+    return shape[0] if shape is not None else None
+
+
+def _shape(tree: ast.Module, node: ast.expr, names: Names, define: Define,
+           depth: int) -> tuple[int, ast.expr | None] | None:
+    """(rank, width as `Matrix.width`) of `node` as its one definition writes it."""
     if depth < 0:
         return None
     if isinstance(node, ast.Name | ast.Attribute):
         value = define(node)
-        return matrix(tree, value, names, define, depth - 1) if value is not None else None
+        return _shape(tree, value, names, define, depth - 1) if value is not None else None
     if not isinstance(node, ast.Call):
         return None
     name = names.qualname(node)
@@ -58,10 +71,11 @@ def matrix(tree: ast.Module, node: ast.expr, names: Names, define: Define,
     if name not in _SHAPED:
         return None
     shape = _shape_argument(node, name)
-    if not (isinstance(shape, ast.List | ast.Tuple) and len(shape.elts) == 2) or any(
+    if not isinstance(shape, ast.List | ast.Tuple) or any(
             isinstance(e, ast.Starred) for e in shape.elts):
         return None
-    return Matrix(_width(tree, shape.elts[1]))
+    width = _width(tree, shape.elts[1]) if len(shape.elts) == 2 else None
+    return len(shape.elts), width
 
 
 def covers(tree: ast.Module, count: ast.expr, x: ast.expr, known: Matrix,
@@ -104,7 +118,7 @@ def _width(tree: ast.Module, node: ast.expr) -> ast.expr | None:
 
 
 def _concat(tree: ast.Module, call: ast.Call, names: Names, define: Define,
-            depth: int) -> Matrix | None:
+            depth: int) -> tuple[int, ast.expr | None] | None:
     """`tf.concat([a, b, ...], 1)` (or axis -1) of rank-2 parts: rank 2, its width their
     sum when every part's width is an int constant."""
     args = pt.call_args(call, ("values", "axis"))
@@ -114,8 +128,8 @@ def _concat(tree: ast.Module, call: ast.Call, names: Names, define: Define,
         return None
     if ast.unparse(axis) not in ("1", "-1"):
         return None
-    parts = [matrix(tree, e, names, define, depth - 1) for e in values.elts]
-    if any(p is None for p in parts):
+    parts = [_shape(tree, e, names, define, depth - 1) for e in values.elts]
+    if any(p is None or p[0] != 2 for p in parts):
         return None
-    widths = [p.width.value if isinstance(p.width, ast.Constant) else None for p in parts]
-    return Matrix(None if None in widths else ast.Constant(sum(widths)))
+    widths = [p[1].value if isinstance(p[1], ast.Constant) else None for p in parts]
+    return 2, None if None in widths else ast.Constant(sum(widths))

@@ -9,7 +9,7 @@ import ast
 import dataclasses
 
 from compat_grads.migrate import patterns as pt
-from compat_grads.migrate import scopes, shapes
+from compat_grads.migrate import rebinding, scopes, shapes
 from compat_grads.migrate.context import Context, reduce_sum_of, single_expression
 from compat_grads.migrate.findings import Edit, Finding, Rule
 from compat_grads.migrate.rules.cg101_jacobian_loop import leaks
@@ -60,11 +60,19 @@ two-entry shape, or a ``tf.concat`` along axis 1 of such); the loop runs over
 variable not used after the loop; ``u``, ``x`` and ``n`` are plain expressions (names,
 attributes, indexing) that mean the same where the rewrite puts them; and ``tf.gradients``
 has no arguments that change its values (nor ``tf.map_fn`` ``back_prop=False``, which
-stops the gradients through its result). When ``n`` is not provably the width of ``x``
-(``x.shape[1]`` and its spellings, or the constant or name of ``x``'s shape), the rewrite
-takes the first ``n`` columns of the diagonal: ``cg.batch_hessian_diagonal(...)[:, :n]``,
-summed over axis 1 for a Laplacian. A ``u`` whose first axis is not the batch (a scalar)
-makes the rewritten call raise, never give other numbers. Other forms are reported only.
+stops the gradients through its result). With ``u_x`` a name assigned before the loop,
+``u`` and ``x`` there must provably be the same tensors at the loop: a name or an
+attribute chain (an indexed ``outs[-1]`` may be another entry by then), its one store
+before that assignment and in no loop body the Laplacian's loop is not in, the assignment
+in no block the loop is not in, no ``setattr`` / ``global`` / ``nonlocal`` rebinding it.
+``u`` must be batched along its first axis: a ``tf.reduce_*`` without axis or over axis
+0, or a list of targets, is reported only (the rewritten call would raise where the loop
+runs). So is a ``lap = 0`` that shares its line with another statement. When ``n`` is not
+provably the width of ``x`` (``x.shape[1]`` and its spellings, or the constant or name of
+``x``'s shape), the rewrite takes the first ``n`` columns of the diagonal:
+``cg.batch_hessian_diagonal(...)[:, :n]``, summed over axis 1 for a Laplacian. Of an ``x``
+of provable rank other than 2, ``[:, i]`` is a slab and the terms are no Hessian diagonal:
+no CG111 (CG101 reports the loop of gradients). Other forms are reported only.
 """
 
 WHY_NOT = {
@@ -76,6 +84,12 @@ WHY_NOT = {
              "lap = 0 then lap += ...) or stacked (tf.stack(..., axis=1), tf.map_fn) as "
              "they are made"),
     "impure": "u or x is computed anew for every dimension, or may be rebound before the loop",
+    "moved": ("u or x may mean another tensor at the loop than where the first gradient was "
+              "taken (an indexed u, a store after that gradient or in another loop, setattr, "
+              "a global or nonlocal)"),
+    "scalar": ("u is not batched along its first axis (a reduction without axis or over axis "
+               "0, or a list of targets): the rewrite needs u's first axis to be the batch"),
+    "shared": "a statement deleted by the rewrite shares its line with another statement",
     "index": "the loop variable is used after the loop",
     "map": ("the tf.map_fn has other arguments than dtype / fn_output_signature / name / "
             "parallel_iterations / swap_memory / infer_shape (back_prop=False stops the "
@@ -138,8 +152,9 @@ def check(ctx: Context, node: ast.AST) -> list[Finding]:
     if term is None or id(node) in owned(ctx):
         return []
     form = _form(ctx, term)
-    if form is None:
-        return []
+    if form is None or shapes.rank(ctx.tree, term.x, ctx.names, _define(ctx, term)) not in (
+            None, 2):
+        return []  # of a rank-3 x, `[:, i]` is a slab: the terms are no Hessian diagonal
     owned(ctx).update(id(c) for c in term.calls)
     ctx.handled.update(id(c) for c in term.calls)
     why = form.why or _why_not(ctx, term, form)
@@ -220,18 +235,8 @@ def _column_var(node: ast.Subscript) -> str | None:
 
 def _assigned(ctx: Context, at: ast.AST, name: str) -> ast.expr | None:
     """The value `name` means at `at`: the one plain assignment of the scope binding it."""
-    scope = _binder(ctx, at, name)
+    scope = rebinding.binder(ctx, at, name)
     return scopes.assigned_value(scope, name) if scope is not None else None
-
-
-def _binder(ctx: Context, at: ast.AST, name: str) -> ast.AST | None:
-    """The scope whose `name` the code at `at` reads (None: a global or builtin never bound)."""
-    node = ctx.parents.get(id(at))
-    while node is not None:
-        if isinstance(node, (*scopes.SCOPES, ast.Module)) and scopes.bindings(node)[name]:
-            return node
-        node = ctx.parents.get(id(node))
-    return None
 
 
 # -- how the terms are collected -------------------------------------------------------------
@@ -386,19 +391,55 @@ def _why_not(ctx: Context, term: Term, form: Form) -> str:
         return "rank"
     if not pt.is_pure_count(form.count, names):
         return "count"
+    if _unbatched(ctx, term.u):
+        return "scalar"
     pure = pt.is_pure(term.u, names) and pt.is_pure(term.x, names)
     if not pure or (not term.inline and not _stable(ctx, term)):
         return "impure"
-    return ""
+    if not term.inline and not rebinding.same_objects(
+            ctx, (term.u, term.x), ctx.statement_of(term.u), ctx.statement_of(form.node)):
+        return "moved"
+    return "shared" if form.delete is not None and _shares_line(ctx, form.delete) else ""
 
 
 def _matrix(ctx: Context, term: Term) -> shapes.Matrix | None:
     """What the module proves about `x`'s rank, its names read where the term reads them."""
+    return shapes.matrix(ctx.tree, term.x, ctx.names, _define(ctx, term))
+
+
+def _define(ctx: Context, term: Term) -> shapes.Define:
     def define(node: ast.expr) -> ast.expr | None:
         if isinstance(node, ast.Name):
             return _assigned(ctx, term.node, node.id)
         return shapes.definition(ctx.tree, node)
-    return shapes.matrix(ctx.tree, term.x, ctx.names, define)
+    return define
+
+
+_REDUCTIONS = frozenset(f"tf.reduce_{r}" for r in (
+    "sum", "mean", "max", "min", "prod", "logsumexp", "all", "any"))
+
+
+def _unbatched(ctx: Context, u: ast.expr) -> bool:
+    """Whether `u` (or the one value its name or attribute is assigned) is a list or tuple
+    of targets, or a reduction without axis or over axis 0: no batch axis first."""
+    value = (_assigned(ctx, u, u.id) if isinstance(u, ast.Name) else shapes.definition(
+        ctx.tree, u) if isinstance(u, ast.Attribute) else None)
+    for node in (u, value):
+        if isinstance(node, ast.List | ast.Tuple):
+            return True
+        if isinstance(node, ast.Call) and ctx.names.qualname(node) in _REDUCTIONS:
+            args = pt.call_args(node, ("input_tensor", "axis"))
+            axis = args[1] if args else ast.Constant(1)
+            if axis is None or ast.unparse(axis) in ("0", "[0]", "(0,)"):
+                return True
+    return False
+
+
+def _shares_line(ctx: Context, stmt: ast.stmt) -> bool:
+    """Whether another statement of `stmt`'s block is on one of its lines (`n = 3; lap = 0`):
+    the fix deletes whole lines."""
+    return any(s is not stmt and s.lineno <= stmt.end_lineno and s.end_lineno >= stmt.lineno
+               for s in ctx.block_of(stmt))
 
 
 def _stable(ctx: Context, term: Term) -> bool:
@@ -407,7 +448,8 @@ def _stable(ctx: Context, term: Term) -> bool:
     attribute is assigned at most once in the module."""
     parts = [n for n in ast.walk(term.u) if isinstance(n, ast.Name | ast.Attribute)
              and isinstance(n.ctx, ast.Load)]
-    same = all(_binder(ctx, n, n.id) is _binder(ctx, term.node, n.id) for n in parts
+    binder = rebinding.binder
+    same = all(binder(ctx, n, n.id) is binder(ctx, term.node, n.id) for n in parts
                if isinstance(n, ast.Name))
     return same and all(shapes.stores(ctx.tree, n) <= 1 for n in parts)
 
