@@ -50,7 +50,6 @@ GRADIENTS = {
     "Relu6Grad": (0, 1, lambda f: tf.cast((f > 0) & (f < 6), f.dtype), None),
     "EluGrad": (0, 1, lambda o: tf.where(o > 0, tf.ones_like(o), o + 1),
                 lambda o: tf.cast(o <= 0, o.dtype)),
-    "SoftplusGrad": (0, 1, tf.sigmoid, lambda f: tf.sigmoid(f) * tf.sigmoid(-f)),
 }
 
 

@@ -230,9 +230,10 @@ class _Walk:
 
     def result(self, target):
         jet = self.jets.get(target.ref())
-        if not self.second:
-            return None if jet is None else tf.broadcast_to(jet[0], self.with_n(
-                tf.shape(target)))
+        if not self.second:  # connected, J None: zero (a ReLU's gradient, for one)
+            return None if jet is None else tf.broadcast_to(
+                self.zeros(target, True) if jet[0] is None else jet[0],
+                self.with_n(tf.shape(target)))
         if jet is None or jet[1] is None:  # not connected, or linear: as tf.gradients of
             return None                    # the gradient gives None
         shape = tf.shape(target) if self.summed else self.with_n(tf.shape(target))

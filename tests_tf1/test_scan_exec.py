@@ -61,10 +61,12 @@ def test_the_column_loop_advice_is_exact():
 
 
 def test_the_laplacian_loop_rewrite_is_the_loops_values_for_coupled_samples():
-    """Why CG111 writes strategy="reverse": the loop differentiates the batch sum of u, so
-    for samples that interact (here a batch mean, as batch norm in training mode) its terms
-    mix samples. The products of the batch-summed gradient give exactly those values; the
-    forward Laplacian (the default) and independent=False (each sample's own) do not."""
+    """Why CG111 writes the divergence of the gradient (and strategy="reverse" for the
+    diagonal): the loop differentiates the batch sum of u, so for samples that interact
+    (here a batch mean, as batch norm in training mode) its terms mix samples. The
+    divergence of that gradient (by the Hessian's symmetry, in the forward walk or in the
+    products alike) and the products of the batch-summed gradient give exactly those values;
+    the forward Laplacian (the default) and independent=False (each sample's own) do not."""
     import compat_grads as cg
 
     rng = np.random.RandomState(4)
@@ -76,7 +78,11 @@ def test_the_laplacian_loop_rewrite_is_the_loops_values_for_coupled_samples():
         loop = sum(tf.gradients(g[:, i], x)[0][:, i] for i in range(3))
         calls = [cg.batch_laplacian(u, x, strategy="reverse"), cg.batch_laplacian(u, x),
                  cg.batch_laplacian(u, x, independent=False)]
+        divergences = [cg.batch_divergence(tf.gradients(u, x)[0], x, strategy=strategy)
+                       for strategy in ("auto", "forward", "reverse")]
         with tf.compat.v1.Session() as session:
-            want, (rewrite, default, own) = session.run([loop, calls])
+            want, (rewrite, default, own), walked = session.run([loop, calls, divergences])
     np.testing.assert_allclose(rewrite, want, rtol=1e-10, atol=1e-12)
+    for got in walked:
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
     assert not np.allclose(default, want) and not np.allclose(own, want)

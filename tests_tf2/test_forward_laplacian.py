@@ -301,3 +301,50 @@ def test_the_default_chunk_keeps_the_largest_tangent_small():
     assert chunk(8, 8, 10) >= 10  # all at once
     assert chunk(1024, 4096, 64) == 4  # at most WALKS = 16 walks
     assert chunk(None, 64, 100) is None  # an unknown batch: one walk
+
+
+ACTIVATIONS = {"TanhGrad": tf.tanh, "SigmoidGrad": tf.sigmoid, "ReluGrad": tf.nn.relu,
+               "Relu6Grad": lambda a: tf.nn.relu6(3 * a), "EluGrad": tf.nn.elu}
+
+
+@pytest.mark.parametrize("name", sorted(ACTIVATIONS))
+@pytest.mark.parametrize("batched", [False, True])
+def test_a_gradient_walks_through_the_activations_gradient_ops(name, batched):
+    """The first-order walk of `tf.gradients(u, x)` (a divergence of a gradient): each
+    activation's gradient op, against the tape's Hessian."""
+    act = ACTIVATIONS[name]
+
+    def gradient(x):
+        return tf.gradients(tf.reduce_sum(act(x @ W[0]) @ W[1][:, :1]), x)[0]
+    values = _values([[5, 3]])
+
+    @tf.function
+    def run(x):
+        g = gradient(x)
+        assert name in {op.type for op in fl._graph_walk.between([g], [x])}
+        return fl.tangents(g, x, batched=batched)
+
+    @tf.function
+    def want(x):
+        return jacobian_oracle_graph(gradient, x, batched)
+    assert_close(run(tf.constant(values[0])).numpy(), want(tf.constant(values[0])).numpy())
+
+
+def jacobian_oracle_graph(f, x, batched):
+    """`jacobian_oracle` inside a graph (a gradient op needs one): [n] + y.shape."""
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = f(x)
+    jacobian = tf.reshape(tape.jacobian(y, x), [tf.size(y), x.shape[0], -1])
+    columns = tf.reduce_sum(jacobian, 1) if batched else tf.reshape(jacobian, [tf.size(y), -1])
+    return tf.reshape(tf.transpose(columns), tf.concat([[-1], tf.shape(y)], 0))
+
+
+def test_the_gradient_ops_have_no_second_order_rule():
+    @tf.function
+    def run(x):
+        return fl.propagate(tf.reduce_sum(tf.gradients(tf.reduce_sum(tf.tanh(x)), x)[0] ** 2),
+                            x, batched=False, summed=True)
+    with pytest.raises(fl.Unsupported, match="TanhGrad"):
+        run(tf.constant(_values([[5, 3]])[0]))
+    assert "TanhGrad" not in fl.ops_with_rules()

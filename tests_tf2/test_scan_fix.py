@@ -321,9 +321,11 @@ def test_the_helpers_run_unconverted_inside_a_map_fn(monkeypatch):
 
 
 def test_laplacian_loops_become_one_call_with_the_loops_values():
-    """The sum over every column is `batch_laplacian`; over the first n columns, those columns
-    of the diagonal summed; `lap = 0` goes with its loop; the diagonal stacked dimension first
-    is transposed. strategy="reverse" keeps the loop's values for coupled samples too."""
+    """The sum over every column is the divergence of the loop's gradient; over the first n
+    columns, those columns of the diagonal summed; `lap = 0` goes with its loop; the diagonal
+    stacked dimension first is transposed. Both keep the loop's values for coupled samples
+    too (the divergence of a gradient by the Hessian's symmetry, the diagonal with
+    strategy="reverse")."""
     text = ("import tensorflow.compat.v1 as tf\n"
             "d = 3\n"
             "x = tf.placeholder(tf.float32, [None, d])\n"
@@ -343,7 +345,7 @@ def test_laplacian_loops_become_one_call_with_the_loops_values():
         "x = tf.placeholder(tf.float32, [None, d])\n"
         "u = tf.reduce_sum(tf.sin(x) ** 2, axis=1)\n"
         "g = tf.gradients(u, x)[0]\n"
-        f'lap = cg.batch_laplacian({target}, x, strategy="reverse")\n'
+        "lap = cg.batch_divergence(tf.gradients(u, x)[0], x)\n"
         "first = tf.reduce_sum(\n"
         "    cg.batch_hessian_diagonal(\n"
         f"        {target},\n"
@@ -384,8 +386,7 @@ def test_mapped_terms_summed_on_the_next_line_become_the_laplacian_there():
     assert "terms" not in fixed and "tf.map_fn" not in fixed
     assert fixed.endswith(
         "g = tf.gradients(u, x)[0]\n"
-        "kinetic = -0.5 * (cg.batch_laplacian(\n"
-        '    tf.reduce_sum(u, axis=tf.range(1, tf.rank(u))), x, strategy="reverse") + 1.0)\n')
+        "kinetic = -0.5 * (cg.batch_divergence(tf.gradients(u, x)[0], x) + 1.0)\n")
     twice = migrate.fix_text(head + "a = tf.reduce_sum(terms, axis=0)\nb = terms[0]\n")
     assert "terms = tf.transpose(" in twice and "b = terms[0]" in twice
 
@@ -444,7 +445,7 @@ def test_laplacian_loops_of_a_bound_u_the_fix_proves_are_rewritten():
               "    u_x = tf.gradients(u, x)[0]\n    " + _LAP)
     for text in (_LAP_HEAD + once, _LAP_HEAD + looped):
         (found,) = migrate.scan_text(text)
-        assert found.edits and "cg.batch_laplacian(" in migrate.fix_text(text)
+        assert found.edits and "cg.batch_divergence(" in migrate.fix_text(text)
 
 
 def test_a_loop_over_the_slabs_of_a_rank_three_x_is_no_laplacian():
