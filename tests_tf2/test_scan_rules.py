@@ -429,3 +429,17 @@ def test_a_parameter_hides_the_u_the_first_gradient_was_taken_of():
     shadowed, module = migrate.scan_text(text)
     assert not shadowed.edits and "may be rebound before the loop" in shadowed.message
     assert module.edits
+
+
+def test_a_stacked_jacobian_diagonal_is_advised_as_a_divergence():
+    """`tf.gradients(y[:, k], x)[0][:, k]` stacked is the Jacobian's diagonal: the advice is
+    the divergence (not a stacked Jacobian of another shape) and nothing is rewritten; rows
+    of whole gradients keep the Jacobian advice."""
+    text = (CORPUS / "jacobian_diagonal_stack.py").read_text()
+    found = sorted(migrate.scan_text(text), key=lambda f: f.line)
+    assert [f.code for f in found] == ["CG102"] * 3
+    for diagonal in found[:2]:
+        assert "Jacobian diagonal" in diagonal.message and not diagonal.edits
+        assert "cg.batch_divergence(y, x)" in diagonal.message
+        assert "stacked_jacobian" not in diagonal.message
+    assert "hand-built Jacobian:" in found[2].message

@@ -19,7 +19,10 @@ DOCS = """\
    J = cg.stacked_jacobian(tf.reduce_sum(y[:n], axis=tf.range(1, tf.rank(y[:n]))), x)
 
 Report only with ``axis`` other than 0, ``grad_ys`` or other value-changing arguments, or
-filters in the comprehension.
+filters in the comprehension. Rows that take element ``i`` of column ``i``'s gradient,
+``tf.stack([tf.gradients(y[:, i], x)[0][:, i] for i in range(d)])``, are the diagonal of a
+square Jacobian (a divergence's terms): reported only, with ``cg.batch_divergence(y, x)``
+as the advice for their sum.
 """
 
 
@@ -36,11 +39,28 @@ def check(ctx: Context, node: ast.AST) -> list[Finding]:
             id(g) in owned(ctx) for g in grads):  # a Laplacian's terms: CG111's
         return []
     ctx.handled |= {id(g) for g in grads}
+    if _diagonal_term(ctx, comp):
+        return [ctx.finding(node, RULE.code, RULE.message("diagonal"))]
     edits = _stack_edits(ctx, node, comp, args[1])
     unit, advice = row_advice(grads)
     why = "" if edits else why_not(ctx, grads[0], comp.generators[0])
     return [ctx.finding(node, RULE.code, RULE.message(
         "stack", unit=unit, use=suggest(edits, advice), why=why), edits)]
+
+
+def _diagonal_term(ctx: Context, comp: ast.ListComp) -> bool:
+    """Whether each row is `tf.gradients(y[:, i], x)[0][:, i]` (or `[..., i]` both times)
+    over `i`: the diagonal of a square Jacobian, a divergence's terms, not its rows."""
+    grad = pt.indexed_grad(comp.elt.value, ctx.names) if isinstance(
+        comp.elt, ast.Subscript) else None
+    target = comp.generators[0].target
+    if grad is None or not isinstance(grad.ys, ast.Subscript) or not isinstance(
+            target, ast.Name):
+        return False
+    return all(isinstance(s, ast.Tuple) and len(s.elts) == 2
+               and isinstance(s.elts[0], ast.Slice | ast.Constant)
+               and isinstance(s.elts[1], ast.Name) and s.elts[1].id == target.id
+               for s in (comp.elt.slice, grad.ys.slice))
 
 
 def _stack_edits(ctx: Context, node: ast.Call, comp: ast.ListComp,
@@ -60,5 +80,11 @@ RULE = Rule(
     code="CG102", name="jacobian-stack", fix="rewrite",
     summary="tf.stack([tf.gradients(y[i], x)[0] for i in ...]): a hand-built Jacobian",
     messages={"stack": "hand-built Jacobian: tf.stack of one tf.gradients graph per {unit}; "
-                       "use {use}{why}"},
+                       "use {use}{why}",
+              "diagonal": ("hand-built Jacobian diagonal (a divergence's terms): tf.stack of "
+                           "one tf.gradients graph per column y[:, i], each taking element i; "
+                           "their sum over i is cg.batch_divergence(y, x) for independent "
+                           "samples (strategy=\"reverse\" keeps the loop's values where "
+                           "samples interact), one pass for every column (not rewritten: the "
+                           "stacked terms themselves are no single call's result)")},
     docs=DOCS, visits="nodes", check=check)
