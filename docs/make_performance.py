@@ -183,7 +183,9 @@ def _traces_section(traces) -> list:
              f"TensorFlow {meta['tensorflow']}, JAX {meta.get('jax')}, folx "
              f"{meta.get('folx')}, DeepXDE {meta.get('deepxde')}.",
              "Raw numbers: :download:`traces.json <_static/bench/traces.json>`; command:", "",
-             ".. code-block:: console", "", f"   $ {meta['command']}", ""]
+             ".. code-block:: console", "", f"   $ {meta['command']}", "",
+             ".. image:: _static/bench/traces.png",
+             "   :alt: ms per call against d for every recipe, Laplacians and divergences", ""]
     lines += _table(("workload", "d", "recipe", "ms", "ratio", "error"),
                     [(m["workload"], m["d"], m["recipe"], f"{m['ms']:.2f}",
                       f"{m['ratio']:.2f}", f"{m['error']:.1e}") for m in traces["measures"]],
@@ -305,7 +307,8 @@ def run(quick: bool) -> None:
 
 
 def run_traces() -> None:
-    """Runs `compat-grads bench --traces`; its JSON, with how it ran, lands in OUT."""
+    """Runs `compat-grads bench --traces`; its JSON, with how it ran, and its plot land in
+    OUT."""
     load, started = os.getloadavg()[0], time.monotonic()
     path = OUT / "traces.json"
     OUT.mkdir(parents=True, exist_ok=True)
@@ -318,6 +321,9 @@ def run_traces() -> None:
                      "minutes": (time.monotonic() - started) / 60, **versions,
                      "command": "python docs/make_performance.py --traces"}
     path.write_text(json.dumps(report, indent=1) + "\n", "utf-8")
+    from compat_grads.bench import traces
+
+    traces.plot(report, OUT / "traces.png")
 
 
 def main(argv=None) -> int:

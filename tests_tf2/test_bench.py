@@ -143,3 +143,16 @@ def test_traces_check_rejects_a_recipe_that_disagrees():
         traces._time("Laplacian", 2, 2, {traces.OURS: right,
                                          "wrong": lambda: np.array([1.0, 2.1])},
                      traces.OURS, 1)
+
+
+def test_traces_plot_draws_both_workloads_or_says_it_cannot(traces_report, tmp_path):
+    """A PNG with matplotlib (the bench extra), None without it: never a crash."""
+    from compat_grads.bench import traces
+
+    report, _ = traces_report
+    path = traces.plot(report, tmp_path / "traces.png")
+    if _has("matplotlib"):
+        assert path == tmp_path / "traces.png"
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    else:
+        assert path is None and not (tmp_path / "traces.png").exists()

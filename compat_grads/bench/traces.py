@@ -288,3 +288,28 @@ def bench(args, log) -> int:
     print(markdown(report))
     return 0
 
+
+
+def plot(report, path):
+    """ms per call against d, one line per recipe, a panel per workload (log-log); None
+    without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    figure, panels = plt.subplots(1, 2, figsize=(11, 4))
+    for panel, workload in zip(panels, ("Laplacian", "divergence")):
+        rows = [m for m in report["measures"] if m["workload"] == workload]
+        for recipe in dict.fromkeys(m["recipe"] for m in rows):
+            points = sorted((m["d"], m["ms"]) for m in rows if m["recipe"] == recipe)
+            panel.plot(*zip(*points), marker="o", label=recipe)
+        panel.set(xscale="log", yscale="log", xlabel="d, features per sample",
+                  ylabel="ms per call", title=f"per-sample {workload}, b = {report['b']}")
+        panel.legend(fontsize=6)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
