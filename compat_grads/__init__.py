@@ -9,7 +9,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from compat_grads._errors import DerivativeError, ModeError, VectorizationWarning
+from compat_grads._errors import DerivativeError, MemoryWarning, ModeError, VectorizationWarning
+from compat_grads._memory import MemoryPlan, memory_plans
 
 if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and IDEs
     from compat_grads._compile import clear_cache
@@ -47,6 +48,8 @@ _LAZY = {
 
 __all__ = [
     "DerivativeError",
+    "MemoryPlan",
+    "MemoryWarning",
     "ModeError",
     "VectorizationWarning",
     "batch_divergence",
@@ -63,6 +66,7 @@ __all__ = [
     "hvp",
     "jvp",
     "laplacian",
+    "memory_plans",
     "per_element_gradients",
     "per_example_gradients",
     "stacked_jacobian",

@@ -6,13 +6,13 @@ from __future__ import annotations
 from compat_grads import _call, _specs
 from compat_grads._options import MAX_BYTES
 from compat_grads._tf import tf
-from compat_grads._types import Nest, Strategy, Target, TensorLike, Unconnected
+from compat_grads._types import Budget, ChunkSize, Nest, Strategy, Target, TensorLike, Unconnected
 
 
 @_call.public
 def hessian(target: Target, sources: Nest, *, strategy: Strategy = "auto",
-            unconnected_gradients: Unconnected = "none", chunk_size: int | None = None,
-            max_bytes: int | None = MAX_BYTES, compile: bool = True,
+            unconnected_gradients: Unconnected = "none", chunk_size: ChunkSize = "auto",
+            max_bytes: int | None = MAX_BYTES, memory_budget: Budget = None, compile: bool = True,
             jit_compile: bool = False, distribute=None, gather: bool = True,
             has_aux: bool = False, return_value: bool = False, flat: bool = False) -> Nest:
     """Second derivatives of `target`, cross terms between sources included.
@@ -36,6 +36,7 @@ def hessian(target: Target, sources: Nest, *, strategy: Strategy = "auto",
         gradient; "zero" gives zeros.
       {chunk_size}
       {max_bytes}
+      {memory_budget}
       {compile}
       {jit_compile}
       distribute: a `tf.distribute.Strategy` whose replicas share the rows (of the target's
@@ -68,6 +69,7 @@ def hessian(target: Target, sources: Nest, *, strategy: Strategy = "auto",
     return _call.run(_specs.HESSIAN, target, (sources,), compile=compile,
                      jit_compile=jit_compile, strategy=strategy, chunk_size=chunk_size,
                      unconnected_gradients=unconnected_gradients, max_bytes=max_bytes,
+                     memory_budget=memory_budget,
                      distribute=distribute, gather=gather,
                      has_aux=has_aux, return_value=return_value, flat=flat)
 
@@ -75,7 +77,8 @@ def hessian(target: Target, sources: Nest, *, strategy: Strategy = "auto",
 @_call.public
 def batch_hessian(target: Target, source: TensorLike, *, strategy: Strategy = "auto",
                   unconnected_gradients: Unconnected = "none", independent: bool = True,
-                  chunk_size: int | None = None, max_bytes: int | None = MAX_BYTES,
+                  chunk_size: ChunkSize = "auto", max_bytes: int | None = MAX_BYTES,
+                  memory_budget: Budget = None,
                   compile: bool = True, jit_compile: bool = False, distribute=None,
                   gather: bool = True, has_aux: bool = False, return_value: bool = False,
                   flat: bool = False) -> tf.Tensor | None:
@@ -100,6 +103,7 @@ def batch_hessian(target: Target, source: TensorLike, *, strategy: Strategy = "a
       independent: whether samples are independent (see above).
       {chunk_size}
       {max_bytes}
+      {memory_budget}
       {compile}
       {jit_compile}
       distribute: a `tf.distribute.Strategy` whose replicas share the samples (each
@@ -135,7 +139,8 @@ def batch_hessian(target: Target, source: TensorLike, *, strategy: Strategy = "a
     return _call.run(_specs.BATCH_HESSIAN, target, (source,), compile=compile,
                      jit_compile=jit_compile, strategy=strategy, chunk_size=chunk_size,
                      unconnected_gradients=unconnected_gradients, independent=independent,
-                     max_bytes=max_bytes, distribute=distribute, gather=gather,
+                     max_bytes=max_bytes,
+                     memory_budget=memory_budget, distribute=distribute, gather=gather,
                      has_aux=has_aux, return_value=return_value, flat=flat)
 
 

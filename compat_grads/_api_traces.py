@@ -9,14 +9,24 @@ from __future__ import annotations
 from compat_grads import _call, _specs_traces
 from compat_grads._options import MAX_BYTES
 from compat_grads._tf import tf
-from compat_grads._types import Method, Nest, Strategy, Target, TensorLike, Unconnected
+from compat_grads._types import (
+    Budget,
+    ChunkSize,
+    Method,
+    Nest,
+    Strategy,
+    Target,
+    TensorLike,
+    Unconnected,
+)
 
 
 @_call.public
 def hessian_diagonal(target: Target, sources: Nest, *, method: Method = "exact",
                      num_samples: int | None = None, seed: int = 0, return_std: bool = False,
                      strategy: Strategy = "auto", unconnected_gradients: Unconnected = "none",
-                     chunk_size: int | None = None, max_bytes: int | None = MAX_BYTES,
+                     chunk_size: ChunkSize = "auto", max_bytes: int | None = MAX_BYTES,
+                     memory_budget: Budget = None,
                      compile: bool = True, jit_compile: bool = False, has_aux: bool = False,
                      return_value: bool = False) -> Nest:
     """The diagonal of the Hessian of a scalar target, without building the Hessian.
@@ -44,6 +54,7 @@ def hessian_diagonal(target: Target, sources: Nest, *, method: Method = "exact",
       {unconnected_gradients}
       {chunk_size}
       {max_bytes}
+      {memory_budget}
       {compile}
       {jit_compile}
       {has_aux}
@@ -74,14 +85,16 @@ def hessian_diagonal(target: Target, sources: Nest, *, method: Method = "exact",
                      jit_compile=jit_compile, method=method, num_samples=num_samples,
                      seed=seed, return_std=return_std, strategy=strategy,
                      unconnected_gradients=unconnected_gradients, chunk_size=chunk_size,
-                     max_bytes=max_bytes, has_aux=has_aux, return_value=return_value)
+                     max_bytes=max_bytes,
+                     memory_budget=memory_budget, has_aux=has_aux, return_value=return_value)
 
 
 @_call.public
 def laplacian(target: Target, sources: Nest, *, method: Method = "exact",
               num_samples: int | None = None, seed: int = 0, return_std: bool = False,
               strategy: Strategy = "auto", unconnected_gradients: Unconnected = "none",
-              chunk_size: int | None = None, max_bytes: int | None = MAX_BYTES,
+              chunk_size: ChunkSize = "auto", max_bytes: int | None = MAX_BYTES,
+              memory_budget: Budget = None,
               compile: bool = True, jit_compile: bool = False, has_aux: bool = False,
               return_value: bool = False) -> tf.Tensor | None:
     """The Laplacian (trace of the Hessian) of a scalar target, without building the Hessian.
@@ -101,6 +114,7 @@ def laplacian(target: Target, sources: Nest, *, method: Method = "exact",
       {unconnected_gradients}
       {chunk_size}
       {max_bytes}
+      {memory_budget}
       {compile}
       {jit_compile}
       {has_aux}
@@ -129,7 +143,8 @@ def laplacian(target: Target, sources: Nest, *, method: Method = "exact",
                      jit_compile=jit_compile, method=method, num_samples=num_samples,
                      seed=seed, return_std=return_std, strategy=strategy,
                      unconnected_gradients=unconnected_gradients, chunk_size=chunk_size,
-                     max_bytes=max_bytes, has_aux=has_aux, return_value=return_value)
+                     max_bytes=max_bytes,
+                     memory_budget=memory_budget, has_aux=has_aux, return_value=return_value)
 
 
 @_call.public
@@ -137,8 +152,9 @@ def batch_hessian_diagonal(target: Target, source: TensorLike, *, method: Method
                            num_samples: int | None = None, seed: int = 0,
                            return_std: bool = False, strategy: Strategy = "auto",
                            unconnected_gradients: Unconnected = "none",
-                           independent: bool = True, chunk_size: int | None = None,
-                           max_bytes: int | None = MAX_BYTES, compile: bool = True,
+                           independent: bool = True, chunk_size: ChunkSize = "auto",
+                           max_bytes: int | None = MAX_BYTES,
+                           memory_budget: Budget = None, compile: bool = True,
                            jit_compile: bool = False, distribute=None, gather: bool = True,
                            has_aux: bool = False,
                            return_value: bool = False) -> tf.Tensor | None:
@@ -161,6 +177,7 @@ def batch_hessian_diagonal(target: Target, source: TensorLike, *, method: Method
       {independent_traces}
       {chunk_size}
       {max_bytes}
+      {memory_budget}
       {compile}
       {jit_compile}
       distribute: a `tf.distribute.Strategy` whose replicas share the samples (exact, with
@@ -194,7 +211,8 @@ def batch_hessian_diagonal(target: Target, source: TensorLike, *, method: Method
                      jit_compile=jit_compile, method=method, num_samples=num_samples,
                      seed=seed, return_std=return_std, strategy=strategy,
                      unconnected_gradients=unconnected_gradients, independent=independent,
-                     chunk_size=chunk_size, max_bytes=max_bytes, distribute=distribute,
+                     chunk_size=chunk_size, max_bytes=max_bytes,
+                     memory_budget=memory_budget, distribute=distribute,
                      gather=gather, has_aux=has_aux, return_value=return_value)
 
 
@@ -202,8 +220,9 @@ def batch_hessian_diagonal(target: Target, source: TensorLike, *, method: Method
 def batch_laplacian(target: Target, source: TensorLike, *, method: Method = "exact",
                     num_samples: int | None = None, seed: int = 0, return_std: bool = False,
                     strategy: Strategy = "auto", unconnected_gradients: Unconnected = "none",
-                    independent: bool = True, chunk_size: int | None = None,
-                    max_bytes: int | None = MAX_BYTES, compile: bool = True,
+                    independent: bool = True, chunk_size: ChunkSize = "auto",
+                    max_bytes: int | None = MAX_BYTES,
+                    memory_budget: Budget = None, compile: bool = True,
                     jit_compile: bool = False, distribute=None, gather: bool = True,
                     has_aux: bool = False, return_value: bool = False) -> tf.Tensor | None:
     """Per-sample Laplacians of per-sample scalars: the PINN's `u_xx + u_yy + ...`.
@@ -225,6 +244,7 @@ def batch_laplacian(target: Target, source: TensorLike, *, method: Method = "exa
       {independent_traces}
       {chunk_size}
       {max_bytes}
+      {memory_budget}
       {compile}
       {jit_compile}
       distribute: as in `batch_hessian_diagonal`.
@@ -255,7 +275,8 @@ def batch_laplacian(target: Target, source: TensorLike, *, method: Method = "exa
                      jit_compile=jit_compile, method=method, num_samples=num_samples,
                      seed=seed, return_std=return_std, strategy=strategy,
                      unconnected_gradients=unconnected_gradients, independent=independent,
-                     chunk_size=chunk_size, max_bytes=max_bytes, distribute=distribute,
+                     chunk_size=chunk_size, max_bytes=max_bytes,
+                     memory_budget=memory_budget, distribute=distribute,
                      gather=gather, has_aux=has_aux, return_value=return_value)
 
 
@@ -263,8 +284,9 @@ def batch_laplacian(target: Target, source: TensorLike, *, method: Method = "exa
 def divergence(target: Target, source: TensorLike, *, tape: tf.GradientTape | None = None,
                method: Method = "exact", num_samples: int | None = None, seed: int = 0,
                return_std: bool = False, strategy: Strategy = "auto",
-               unconnected_gradients: Unconnected = "none", chunk_size: int | None = None,
-               max_bytes: int | None = MAX_BYTES, compile: bool = True,
+               unconnected_gradients: Unconnected = "none", chunk_size: ChunkSize = "auto",
+               max_bytes: int | None = MAX_BYTES,
+               memory_budget: Budget = None, compile: bool = True,
                jit_compile: bool = False, has_aux: bool = False,
                return_value: bool = False) -> tf.Tensor | None:
     """The divergence (trace of the square Jacobian) of a vector field, without the Jacobian.
@@ -285,6 +307,7 @@ def divergence(target: Target, source: TensorLike, *, tape: tf.GradientTape | No
       {unconnected_gradients}
       {chunk_size}
       {max_bytes}
+      {memory_budget}
       {compile}
       {jit_compile}
       {has_aux}
@@ -311,7 +334,8 @@ def divergence(target: Target, source: TensorLike, *, tape: tf.GradientTape | No
                      jit_compile=jit_compile, tape=tape, method=method,
                      num_samples=num_samples, seed=seed, return_std=return_std,
                      strategy=strategy, unconnected_gradients=unconnected_gradients,
-                     chunk_size=chunk_size, max_bytes=max_bytes, has_aux=has_aux,
+                     chunk_size=chunk_size, max_bytes=max_bytes,
+                     memory_budget=memory_budget, has_aux=has_aux,
                      return_value=return_value)
 
 
@@ -320,7 +344,8 @@ def batch_divergence(target: Target, source: TensorLike, *,
                      tape: tf.GradientTape | None = None, method: Method = "exact",
                      num_samples: int | None = None, seed: int = 0, return_std: bool = False,
                      strategy: Strategy = "auto", unconnected_gradients: Unconnected = "none",
-                     chunk_size: int | None = None, max_bytes: int | None = MAX_BYTES,
+                     chunk_size: ChunkSize = "auto", max_bytes: int | None = MAX_BYTES,
+                     memory_budget: Budget = None,
                      compile: bool = True, jit_compile: bool = False, distribute=None,
                      gather: bool = True, has_aux: bool = False,
                      return_value: bool = False) -> tf.Tensor | None:
@@ -341,6 +366,7 @@ def batch_divergence(target: Target, source: TensorLike, *,
       {unconnected_gradients}
       {chunk_size}
       {max_bytes}
+      {memory_budget}
       {compile}
       {jit_compile}
       distribute: as in `batch_hessian_diagonal`.
@@ -372,5 +398,6 @@ def batch_divergence(target: Target, source: TensorLike, *,
                      jit_compile=jit_compile, tape=tape, method=method,
                      num_samples=num_samples, seed=seed, return_std=return_std,
                      strategy=strategy, unconnected_gradients=unconnected_gradients,
-                     chunk_size=chunk_size, max_bytes=max_bytes, distribute=distribute,
+                     chunk_size=chunk_size, max_bytes=max_bytes,
+                     memory_budget=memory_budget, distribute=distribute,
                      gather=gather, has_aux=has_aux, return_value=return_value)

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import weakref
 from collections.abc import Callable
 
-from compat_grads import _compile, _distribute, _docs, _options, _value, dispatch
-from compat_grads._errors import message
+from compat_grads import _compile, _distribute, _docs, _memory, _options, _value, dispatch
+from compat_grads._errors import MemoryWarning, last_line, message, warn
 from compat_grads._structure import eager_tensor_error
 from compat_grads._tf import tf
 
@@ -174,7 +175,68 @@ def _distributed(spec, target, args, options):
 
 def _compiled_or_run(spec, target, args, options, make_body):
     """`make_body(options)(target, args)`, compiled when the call is a callable target in
-    eager mode that may be compiled."""
+    eager mode that may be compiled; in eager mode with `chunk_size="auto"`, computed again
+    in smaller chunks when it runs out of memory (`_retry`)."""
+    def attempt(checked):
+        return _attempt(spec, target, args, checked, make_body)
+    if (options.how.chunk_size != _memory.AUTO or not dispatch.runs_eagerly()
+            or not (_is_callable(target) or getattr(options.tape, "_persistent", False))):
+        return attempt(options)  # a TF1 graph or a tf.function: the chunk of the estimate
+    return _retry(spec.name, target, options, attempt)
+
+
+_FIT = weakref.WeakKeyDictionary()
+"""callable target -> {(function, how): the chunk size that fit after running out}."""
+
+
+def _retry(name, target, options, attempt):
+    """`attempt(options)`; when it raises `ResourceExhaustedError`, again with half the
+    chunk the estimate chose (down to one row), with one `MemoryWarning` naming the chunk
+    that fit, which later calls with this callable and options start from."""
+    remembered = _remembered(target)
+    known = remembered.get((name, options.how))
+    with _memory.recording() as plans:
+        try:
+            return attempt(_chunked(options, known) if known else options)
+        except tf.errors.ResourceExhaustedError as err:
+            failed = err
+    tried = known or min((p.chunk_size or p.rows for p in plans), default=None)
+    chunk = tried
+    while chunk is not None and chunk > 1:
+        chunk = -(-chunk // 2)
+        try:
+            result = attempt(_chunked(options, chunk))
+        except tf.errors.ResourceExhaustedError:
+            continue
+        remembered[(name, options.how)] = chunk
+        warn(message(name, f"ran out of memory computing {tried} rows (or columns) at once "
+                     f"(chunk_size='auto' chose them from an estimate): computed again with "
+                     f"chunk_size={chunk}, which fit", f"Pass chunk_size={chunk} (or a "
+                     "smaller memory_budget=) to skip the failed attempt; later calls of "
+                     "this callable with these options start from it."), MemoryWarning)
+        return result
+    problem = (f"ran out of memory ({last_line(failed)}), and its sizes are known only at run "
+               "time, so chunk_size='auto' had no smaller chunk to try" if tried is None else
+               f"ran out of memory even one row (or column) at a time ({last_line(failed)})")
+    raise tf.errors.ResourceExhaustedError(failed.node_def, failed.op, message(
+        name, problem, "Pass an int chunk_size= to compute fewer rows at once, compute a part "
+        "of the result (fewer sources or target elements), or products instead of the whole "
+        "matrix (jvp, vjp, hvp, per_element_gradients)."))
+
+
+def _chunked(options, chunk):
+    return dataclasses.replace(options, how=dataclasses.replace(options.how, chunk_size=chunk))
+
+
+def _remembered(target) -> dict:
+    """The chunks that fit for `target` (a throwaway dict when it cannot be weakly keyed)."""
+    try:
+        return _FIT.setdefault(target, {})
+    except TypeError:
+        return {}
+
+
+def _attempt(spec, target, args, options, make_body):
     # Cheap tests first: this runs on every eager call (tensors and variables are not callable).
     if (options.compile and callable(target) and options.tape is None
             and dispatch.runs_eagerly()):

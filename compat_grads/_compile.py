@@ -15,6 +15,7 @@ import weakref
 
 import numpy as np
 
+from compat_grads import _memory
 from compat_grads._errors import message, warn
 from compat_grads._models import unwrap_variable
 from compat_grads._structure import graph_of
@@ -352,11 +353,17 @@ class _Traced:
         return concrete(*args) if flat else self.function(*args)
 
     def _concrete_for(self, args):
+        """The concrete function for these inputs; the memory plans its trace chose are
+        recorded again at each later call (`compat_grads.memory_plans`)."""
         key = tuple((a.dtype, tuple(a.shape)) for a in args)
-        concrete = self._concrete.get(key)
-        if concrete is None:
-            concrete = self._concrete[key] = self.function.get_concrete_function(*args)
-        return concrete
+        found = self._concrete.get(key)
+        if found is None:
+            with _memory.recording() as plans:  # the outer recorders see them as they come
+                concrete = self.function.get_concrete_function(*args)
+            self._concrete[key] = (concrete, tuple(plans))
+            return concrete
+        _memory.replay(found[1])
+        return found[0]
 
 
 def _as_tensor(leaf):

@@ -109,6 +109,14 @@ def _bytes(tensor) -> int:
     return count * tensor.dtype.size
 
 
+def intermediates(backend, passes=1):
+    """Bytes one row's intermediates take: a tensor like each float tensor on the path
+    between the backend's sources and targets, `passes` times (2 for a second-order row,
+    which runs through the gradient's graph too); None for eager tensors (unknown)."""
+    row_bytes = path_facts(backend.targets, backend.path_ops).row_bytes
+    return None if row_bytes is None else passes * row_bytes
+
+
 def plan_for(rows, targets, sources) -> Plan:
     """The plan for `rows` rows of the derivative of `targets` by `sources`."""
     return plan(rows, graph_facts(targets, sources))

@@ -22,8 +22,15 @@ PARAGRAPHS = {
     "tape": "tape: the `tf.GradientTape` that recorded an eager tensor target.",
     "unconnected_gradients": 'unconnected_gradients: "none" or "zero", as in '
                              "`stacked_jacobian`.",
-    "chunk_size": "chunk_size: at most this many rows (or columns) in flight at once, to "
-                  "bound memory.",
+    "chunk_size": 'chunk_size: "auto" (the default: every row, or column, at once when the '
+                  "result and the rows in flight fit `memory_budget`, else the largest chunk "
+                  "that does, chosen when the graph is built; in eager mode a call that runs "
+                  "out of memory all the same is retried with half the chunk, with a "
+                  "warning), an int (at most that many rows in flight at once: the same "
+                  "chunks on every machine) or None (every row at once).",
+    "memory_budget": "memory_budget: what `chunk_size=\"auto\"` may use: bytes, a share in "
+                     "(0, 1] of the memory free when the graph is built, or None (the "
+                     "default: half of it). See the Memory page and `memory_plans`.",
     "max_bytes": "max_bytes: the most memory, in bytes, the result and the rows in flight at "
                  "once may take (default 16 GiB); a larger Jacobian raises ValueError at "
                  "once, before anything is built or run. Sizes known only at run time are not "

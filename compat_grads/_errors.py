@@ -1,4 +1,4 @@
-"""The package exception and warning, and the one format every message follows."""
+"""The package exceptions and warnings, and the one format every message follows."""
 
 import os
 import sys
@@ -26,6 +26,11 @@ class DerivativeError(RuntimeError):
 
 class VectorizationWarning(UserWarning):
     """pfor could not vectorize a Jacobian; it was computed one row at a time instead."""
+
+
+class MemoryWarning(UserWarning):
+    """An eager call with `chunk_size="auto"` ran out of memory and was computed again in
+    smaller chunks (the warning names the chunk that fit)."""
 
 
 def describe(value) -> str:

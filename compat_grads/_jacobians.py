@@ -9,7 +9,7 @@ memory limit.
 
 from __future__ import annotations
 
-from compat_grads import _memory
+from compat_grads import _cost, _memory
 from compat_grads import _structure as st
 from compat_grads._errors import DerivativeError, VectorizationWarning, last_line, message, warn
 from compat_grads._stacking import stack
@@ -98,7 +98,8 @@ def jacobian_blocks(backend, flat, how):
                                     _memory.total(st.size(x) for x in flat),
                                     backend.forward_per_row() is None))
     forward = how.strategy == "forward"
-    _memory.check(backend.function, how, _stacks(targets, flat, forward))
+    how = _memory.fit(backend.function, how, _stacks(targets, flat, forward),
+                      _cost.intermediates(backend))
     raw = (_forward if forward else _reverse)(backend, flat, how)
     return [[_finish(raw[t][k], [_shapes(target), _shapes(x)], st.dtype_of(x), how.unconnected)
              for k, x in enumerate(flat)] for t, target in enumerate(targets)]
@@ -110,7 +111,8 @@ def batch_jacobian_block(backend, source, how):
     how = how.using(choose_strategy(how.strategy, st.per_sample_size(target),
                                     st.per_sample_size(source), backend.forward_per_row() is None))
     forward = how.strategy == "forward"
-    _memory.check(backend.function, how, _stacks([target], [source], forward, batched=True))
+    how = _memory.fit(backend.function, how, _stacks([target], [source], forward, batched=True),
+                      _cost.intermediates(backend))
     if forward:
         ((raw,),) = _forward(backend, [source], how, batched=True)
     else:
@@ -138,8 +140,10 @@ def per_example_rows(backend, loss_of_example, count, how, extras=None):
         return [*grads, *of_example(one)] if of_example else grads
 
     flat = backend.sources
-    _memory.check(backend.function, how,
-                  [(count, 0, _memory.total(_memory.nbytes(w) for w in flat))])
+    # Each row is one example's pass: its intermediates are not those of the whole batch's
+    # graph (there may be none), so only its gradients are counted.
+    how = _memory.fit(backend.function, how,
+                      [(count, 0, _memory.total(_memory.nbytes(w) for w in flat))])
     rows = stack(backend, row, count, [*flat, *like], how, rerun=row)  # each row: its example
     examples = (tf.TensorShape([count if isinstance(count, int) else None]),
                 tf.reshape(count, [1]))
@@ -164,11 +168,16 @@ def hessian_blocks(backend, flat, how):
     """H[i][j] of shape `y.shape + x_i.shape + x_j.shape`: the Jacobian of the gradient."""
     target = backend.target
     every = _memory.total(_memory.nbytes(x) for x in flat)
-    _memory.check(backend.function, how, [  # rows of H[k]: (target element, x_k element)s
-        (_product(st.size(target), st.size(x)), _memory.nbytes(x), every) for x in flat])
+    scalar = target.shape.num_elements() == 1
+    stacks = [  # rows of H[k]: (target element, x_k element)s
+        (_product(st.size(target), st.size(x)), _memory.nbytes(x), every) for x in flat]
+    if scalar:  # the Jacobian of the gradient chooses its chunk from the gradient's graph
+        _memory.check(backend.function, how, stacks)
+    else:
+        how = _memory.fit(backend.function, how, stacks, _cost.intermediates(backend, 2))
 
     def compute(outer):
-        if target.shape.num_elements() == 1:  # statically scalar: no loop over elements
+        if scalar:  # statically scalar: no loop over elements
             gradient = backend.vjp_backend(lambda targets: [tf.ones_like(targets[0])])
             return jacobian_blocks(gradient, flat, outer)
         return _hessian_pairs(backend, flat, outer)

@@ -1,19 +1,110 @@
-"""How much memory a Jacobian will take, checked against `max_bytes` before it is built.
+"""How much memory a Jacobian will take: checked against `max_bytes` before it is built,
+and, for `chunk_size="auto"`, the chunk that keeps its peak within the memory budget.
 
 A Jacobian is stacked from rows (or columns): one stack per target (reverse mode) or per
 source (forward mode). The result holds every row's output; while it is computed, the rows
-in flight at once each hold their one-hot input and their output as well. Both are known
-from the static shapes before anything is built or run: a size known only at run time is
-not counted.
+in flight at once each hold their one-hot input, their output and their intermediates (one
+tensor like each float tensor on the path the row differentiates: `compat_grads._cost`).
+All of it is known from the static shapes before anything is built or run: a size known
+only at run time is not counted, and a stack of such a size runs all at once.
+
+The budget (`memory_budget=`) is bytes, or a share of the memory free when the call is
+built; by default half of it. A chunk is chosen once, when the graph is built (a TF1 graph,
+a `tf.function` trace, the compiled eager call's first trace): the call path
+(`compat_grads._call`) retries an eager call with half the chunk when TensorFlow runs out of
+memory all the same.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import dataclasses
+import logging
+
 from compat_grads._errors import message
+
+AUTO = "auto"
+"""`chunk_size="auto"`: every row at once when that fits the budget, else the largest chunk
+that does."""
+
+SHARE_OF_FREE = 0.5
+"""The default budget: this share of the memory free when the call is built."""
 
 LOOP_ROWS_AT_ONCE = 10
 """Rows a `while_loop` ("loop", without chunk_size) runs at once: tf.map_fn's default
 `parallel_iterations`."""
+
+LOG = logging.getLogger("compat_grads.memory")
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryPlan:
+    """What `chunk_size="auto"` chose for one stack of rows (or columns), when the graph was
+    built.
+
+    Attributes:
+      function: the public function.
+      rows: how many rows (or columns) the largest stack has.
+      chunk_size: how many run at once; None: all of them.
+      pieces: how many chunks run one after another (1: all at once).
+      result_bytes: the result's size.
+      row_bytes: one row's one-hot input, output and intermediates (the estimate).
+      peak_bytes: the estimated peak: the result and the rows in flight.
+      budget_bytes: the budget the chunk was chosen for (None: chunk_size was given).
+    """
+
+    function: str
+    rows: int
+    chunk_size: int | None
+    pieces: int
+    result_bytes: int
+    row_bytes: int
+    peak_bytes: int
+    budget_bytes: int | None
+
+
+_RECORDERS: contextvars.ContextVar[tuple] = contextvars.ContextVar("plans", default=())
+
+
+def memory_plans():
+    """What `chunk_size="auto"` chose for the calls inside the block: a list of
+    `MemoryPlan`, one per stack of rows (or columns), filled as the calls are built (a TF1
+    graph's when it is built, not when it runs; a compiled eager call's at each call).
+
+    Example:
+      >>> import tensorflow as tf
+      >>> import compat_grads as cg
+      >>> x = tf.ones([2000])
+      >>> with cg.memory_plans() as plans:
+      ...     J = cg.stacked_jacobian(lambda x: tf.tanh(x) * 3.0, x)
+      >>> plans[0].chunk_size is None, plans[0].pieces    # every row at once
+      (True, 1)
+      >>> with cg.memory_plans() as plans:
+      ...     J = cg.stacked_jacobian(lambda x: tf.tanh(x) * 3.0, x,
+      ...                             memory_budget=20 * 2**20)
+      >>> plan = plans[0]
+      >>> plan.result_bytes, plan.peak_bytes <= plan.budget_bytes, plan.pieces > 1
+      (16000000, True, True)
+    """
+    return recording()
+
+
+@contextlib.contextmanager
+def recording():
+    """The `MemoryPlan`s chosen inside the block, in order (a list that fills as they are)."""
+    plans = []
+    token = _RECORDERS.set((*_RECORDERS.get(), plans))
+    try:
+        yield plans
+    finally:
+        _RECORDERS.reset(token)
+
+
+def replay(plans) -> None:
+    """Records `plans` again (a compiled call that reuses its trace chose them then)."""
+    for recorder in _RECORDERS.get():
+        recorder.extend(plans)
 
 
 def nbytes(x, dtype=None):
@@ -26,6 +117,119 @@ def total(values):
     """The sum, or None when any value is unknown (None or a tensor)."""
     values = list(values)
     return sum(values) if all(isinstance(v, int) for v in values) else None
+
+
+def fit(function, how, stacks, intermediates=None):
+    """`how` with its chunk size decided, after `max_bytes` is checked (`check`).
+
+    `stacks` has one `(rows, bytes each row takes in, bytes each row gives out)` per stack;
+    `intermediates`: the bytes of one row's intermediates (None: unknown, not counted). An
+    explicit chunk size (an int, or None for all at once) is kept; "auto" becomes the largest
+    chunk whose peak fits the budget, or None when every row at once does. Either way the
+    plan is recorded (`memory_plans`) and logged at DEBUG.
+    """
+    known = [s for s in stacks if all(isinstance(n, int) for n in s)]
+    if known:  # else sizes known only at run time: all at once, as an explicit None
+        sizes = _Sizes(known, intermediates or 0)
+        budget = budget_bytes(how) if how.chunk_size == AUTO else None
+        if budget is not None:
+            how = dataclasses.replace(how, chunk_size=_choose(function, how, sizes, budget))
+        _record(function, how, sizes, budget)
+    elif how.chunk_size == AUTO:
+        how = dataclasses.replace(how, chunk_size=None)
+    check(function, how, stacks)
+    return how
+
+
+@dataclasses.dataclass(frozen=True)
+class _Sizes:
+    """The stacks' sizes: the most rows of one, the result, one row in flight."""
+
+    rows: int
+    result: int
+    per_row: int
+
+    def __init__(self, known, intermediates):
+        object.__setattr__(self, "rows", max(count for count, _, _ in known))
+        object.__setattr__(self, "result", sum(count * out for count, _, out in known))
+        object.__setattr__(self, "per_row", sum(row_in + out for _, row_in, out in known)
+                           + intermediates)
+
+
+def _choose(function, how, sizes, budget):
+    """The largest chunk whose peak fits `budget`; None when every row at once does."""
+    default = _at_once(sizes.rows, how)
+    if sizes.result + default * sizes.per_row <= budget:
+        return None
+    chunk = (budget - sizes.result) // sizes.per_row if sizes.per_row else sizes.rows
+    if chunk < 1:
+        return _too_small(function, how, sizes.result, sizes.per_row, budget)
+    return None if chunk >= default else chunk
+
+
+def _record(function, how, sizes, budget):
+    at_once = _at_once(sizes.rows, how)
+    plan = MemoryPlan(function, sizes.rows, how.chunk_size, -(-sizes.rows // max(at_once, 1)),
+                      sizes.result, sizes.per_row, sizes.result + at_once * sizes.per_row,
+                      budget)
+    LOG.debug("compat_grads.%s: %s", function, plan)
+    replay([plan])
+
+
+def _too_small(function, how, result, per_row, budget):
+    """One row at a time when not even that fits the default budget (the default is a share
+    of what is free, not a limit the caller set); a `ValueError` for a budget the caller
+    set."""
+    if how.memory_budget is None:
+        return 1
+    raise ValueError(message(
+        function, f"memory_budget={how.memory_budget!r} ({_gib(budget)}) is too small even "
+        f"for one row (or column) at a time: the result takes {_bytes(result)} and one row "
+        f"in flight {_bytes(per_row)}, a peak of {_bytes(result + per_row)}",
+        "Raise memory_budget= (or drop it: the default is half of the memory free), or "
+        "compute a part of the result (fewer sources or target elements), or products "
+        "instead of the whole matrix (jvp, vjp, hvp, per_element_gradients)."))
+
+
+def budget_bytes(how) -> int:
+    """The budget in bytes: `how.memory_budget` as given, or its share of the memory free
+    now (half when it is None)."""
+    budget = how.memory_budget
+    if isinstance(budget, int):
+        return budget
+    return int((SHARE_OF_FREE if budget is None else budget) * free_bytes())
+
+
+def free_bytes() -> int:
+    """The memory free now on the device the work runs on: a GPU's, when TensorFlow sees
+    one with a memory limit set (`tf.config.set_logical_device_configuration`), less what
+    TensorFlow holds on it; otherwise the host's, from the OS (psutil)."""
+    gpu = _gpu_free()
+    if gpu is not None:
+        return gpu
+    import psutil
+    return int(psutil.virtual_memory().available)
+
+
+def total_bytes() -> int:
+    """The host's memory (what a budget in bytes may not exceed)."""
+    import psutil
+    return int(psutil.virtual_memory().total)
+
+
+def _gpu_free():
+    from compat_grads._tf import tf
+    gpus = tf.config.list_physical_devices("GPU")
+    if not gpus:
+        return None
+    try:
+        (config, *_) = tf.config.get_logical_device_configuration(gpus[0]) or [None]
+        if config is None or config.memory_limit is None:
+            return None
+        used = tf.config.experimental.get_memory_info("GPU:0")["current"]
+    except (RuntimeError, ValueError):
+        return None
+    return max(int(config.memory_limit) * 2**20 - int(used), 0)
 
 
 def check(function, how, stacks) -> None:
@@ -51,11 +255,10 @@ def check(function, how, stacks) -> None:
 
 
 def _at_once(rows, how):
-    """How many of `rows` are in flight at once."""
-    limit = how.chunk_size if how.vectorize else (how.chunk_size or LOOP_ROWS_AT_ONCE)
+    """How many of `rows` are in flight at once (an explicit or decided chunk size)."""
+    chunk = None if how.chunk_size == AUTO else how.chunk_size
+    limit = chunk if how.vectorize else (chunk or LOOP_ROWS_AT_ONCE)
     return rows if limit is None else min(rows, limit)
-
-
 def _fix(limit, result, per_row):
     raise_it = ("or, if the machine has the memory, raise max_bytes= (max_bytes=None turns "
                 "this check off).")

@@ -13,6 +13,7 @@ import dataclasses
 import numpy as np
 
 from compat_grads._errors import describe, message
+from compat_grads._memory import AUTO, total_bytes
 from compat_grads._tf import tf
 
 STRATEGIES = ("auto", "reverse", "forward", "loop")
@@ -32,16 +33,18 @@ TensorFlow would only fail on those after a long run, with `ResourceExhaustedErr
 
 @dataclasses.dataclass(frozen=True)
 class How:
-    """How to compute: strategy, what unconnected sources give, the chunk size and the
-    memory limit (see `compat_grads._jacobians.check_bytes`). `planned`: the strategy was
+    """How to compute: strategy, what unconnected sources give, the chunk size ("auto",
+    decided by `compat_grads._memory.fit` from `memory_budget`), and the memory limit
+    (`max_bytes`, checked by `compat_grads._memory.check`). `planned`: the strategy was
     chosen for "auto", so the rows follow the static rule of `compat_grads._cost` (an
     explicit strategy keeps its meaning)."""
 
     strategy: str = "auto"
     unconnected: str = "none"
-    chunk_size: int | None = None
+    chunk_size: int | str | None = "auto"
     max_bytes: int | None = None
     planned: bool = False
+    memory_budget: int | float | None = None
 
     @property
     def vectorize(self) -> bool:
@@ -102,7 +105,8 @@ def check(function: str, *, compile, jit_compile, distribute=None, gather=True,
              for name, value in (("compile", compile), ("jit_compile", jit_compile))]
     checked = {name: _CHECKS[name](function, name, value) for name, value in options.items()}
     how = How(checked.get("strategy", "auto"), checked.get("unconnected_gradients", "none"),
-              checked.get("chunk_size"), checked.get("max_bytes"))
+              checked.get("chunk_size", AUTO), checked.get("max_bytes"),
+              memory_budget=checked.get("memory_budget"))
     return Options(how, checked.get("tape"), checked.get("independent", True),
                    checked.get("loss_fn"), *flags, distribute, gather,
                    checked.get("has_aux", False), checked.get("return_value", False),
@@ -168,6 +172,51 @@ def _check_count(what):
     return check_one
 
 
+def _check_chunk(function, name, value):
+    """"auto", None or a positive int."""
+    wanted = "'auto', None or a positive int"
+    fix = ("Pass chunk_size='auto' (the default: every row at once when that fits the memory "
+           "budget, else the largest chunk that does), None (every row at once) or a Python "
+           "int (at most that many rows, or columns, in flight at once).")
+    if value is None or value == AUTO:
+        return value
+    if isinstance(value, str):
+        raise ValueError(message(function, f"chunk_size must be {wanted}, but got {value!r}",
+                                 fix))
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(message(function, f"chunk_size must be {wanted}, but got "
+                                f"{_shown(value)}", fix))
+    if value < 1:
+        raise ValueError(message(function, f"chunk_size must be {wanted}, but got {value!r}",
+                                 fix))
+    return int(value)
+
+
+def _check_budget(function, name, value):
+    """None, a share of the free memory in (0, 1], or bytes up to the machine's memory."""
+    fix = ("Pass memory_budget= as bytes (an int, such as 2 * 2**30 for 2 GiB), as the share "
+           "of the memory free now (a float in (0, 1], such as 0.25), or None (the default: "
+           "half of it).")
+    if value is None:
+        return None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(
+            value, (int, np.integer, float, np.floating)):
+        raise TypeError(message(function, f"memory_budget must be a number of bytes, a "
+                                f"share in (0, 1] or None, but got {_shown(value)}", fix))
+    if isinstance(value, (float, np.floating)):
+        if not 0 < value <= 1:
+            raise ValueError(message(function, "memory_budget must be a share in (0, 1] of "
+                                     f"the memory free when it is a float, but got {value!r}",
+                                     fix))
+        return float(value)
+    machine = total_bytes()
+    if not 0 < value <= machine:
+        raise ValueError(message(
+            function, f"memory_budget must be positive and at most this machine's memory "
+            f"({machine} bytes) when it is bytes, but got {value!r}", fix))
+    return int(value)
+
+
 def _check_seed(function, name, value):
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         raise TypeError(message(
@@ -216,7 +265,8 @@ _CHECKS = {
         UNCONNECTED, f"{_listed(UNCONNECTED)} or a tf.UnconnectedGradients",
         "Use 'none' to get None for sources the target does not depend on, 'zero' for "
         "zeros."),
-    "chunk_size": _check_count("how many rows (or columns) may be in flight at once"),
+    "chunk_size": _check_chunk,
+    "memory_budget": _check_budget,
     "max_bytes": _check_count("the most memory, in bytes, the result and the rows in "
                               "flight may take"),
     "method": _check_choice(

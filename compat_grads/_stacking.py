@@ -8,7 +8,7 @@ import contextlib
 import logging
 import re
 
-from compat_grads import _cost, _value, dispatch
+from compat_grads import _cost, _memory, _value, dispatch
 from compat_grads import _structure as st
 from compat_grads._errors import (
     DerivativeError,
@@ -41,6 +41,10 @@ def stack(backend, fn, count, like, how: How, reusable: bool = True, rerun=None)
     target again for its row, and the rows then run one after another with a warning;
     without it such a target is a `DerivativeError`.
     """
+    if how.chunk_size == _memory.AUTO:  # a caller that did not decide it: the outputs counted
+        how = _memory.fit(backend.function, how, [(count, 0, _memory.total(
+            _memory.nbytes(ref, st.dtype_of(ref)) for ref in like))],
+            _cost.intermediates(backend))
     # Rows that run the target themselves (an example each) need no check of its forward pass.
     reason = None if rerun is fn else backend.forward_per_row()
     if reason is None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-from compat_grads import _forward_laplacian, _graph_walk, _jacobians, _memory
+from compat_grads import _cost, _forward_laplacian, _graph_walk, _jacobians, _memory
 from compat_grads import _structure as st
 from compat_grads._errors import VectorizationWarning, message, warn
 from compat_grads._jacobians import _only
@@ -33,8 +33,9 @@ def diagonals(backend, flat, how, batched=False, summed=False, propagate=True):
     scalar (`batched`: `[b] + x.shape[1:]`); with `summed`, its sum (a scalar, or `[b]`).
     None where the source does not reach the gradient. `propagate`: the forward Laplacian
     may be tried."""
-    fast = (_propagated(backend, flat, batched, summed, how.chunk_size)
-            if propagate and _may_propagate(backend, flat, how, batched) else None)
+    walk = _walk_how(backend, flat, how, batched) if propagate else None
+    fast = None if walk is None else _propagated(backend, flat, batched, summed,
+                                                 walk.chunk_size)
     if fast is not None:
         return fast
     gradient = backend.vjp_backend(lambda targets: [tf.ones_like(targets[0])])
@@ -67,7 +68,8 @@ def _element_rows(backend, row, count, x, how, forward, batched):
     (`[count]`, or `[count, b]`) after `max_bytes` is checked for their directions, each
     shaped like x; None when no row reaches the source."""
     like = _element(x, 0, batched)
-    _memory.check(backend.function, how, [(count, _memory.nbytes(x), _memory.nbytes(like))])
+    how = _memory.fit(backend.function, how, [(count, _memory.nbytes(x), _memory.nbytes(like))],
+                      _cost.intermediates(backend))
     (rows,) = stack(backend, row, count, [like], how, forward or backend.vjp_reusable)
     return rows
 
@@ -101,25 +103,27 @@ def _shaped(diagonal, x, batched, summed):
     return st.reshape(diagonal, tf.shape(x), x.shape)
 
 
-def _may_propagate(backend, flat, how, batched):
-    """The forward Laplacian is the "auto" choice when its directions in flight (all n of
-    each source, or `chunk_size` of them) fit in `max_bytes` (then the products, whose own
-    check says how to chunk them), in at most `WALKS` walks (each a copy of the target's
-    ops: more chunks take the products' loop); an explicit strategy (the products'
-    direction, "loop" for the least memory) asks for the products."""
+def _walk_how(backend, flat, how, batched):
+    """`how` with the chunk of directions the forward Laplacian walks at once, or None when
+    it is not the "auto" choice: an explicit strategy asks for the products (their
+    direction, "loop" for the least memory); directions that do not fit `max_bytes` or the
+    memory budget even one at a time take the products too (whose own check says how to
+    chunk them), as does a chunk that needs more than `WALKS` walks (each a copy of the
+    target's ops: more chunks take the products' loop)."""
     if how.strategy != "auto":
-        return False
+        return None
     sizes = [st.per_sample_size(x) if batched else st.size(x) for x in flat]
+    try:  # n directions, each carrying a tangent like each tensor on the path (and its S)
+        how = _memory.fit(backend.function, how, [(n, 0, _memory.nbytes(x))
+                                                  for n, x in zip(sizes, flat)],
+                          2 * (_cost.intermediates(backend) or 0))
+    except ValueError:
+        return None
     if how.chunk_size is not None and any(  # a walk per chunk: the products loop instead
             isinstance(n, int) and -(-n // how.chunk_size) > _forward_laplacian.WALKS
             for n in sizes):
-        return False
-    try:  # n directions, each as large as its source (the tensors on the path are more)
-        _memory.check(backend.function, how, [(n, 0, _memory.nbytes(x))
-                                              for n, x in zip(sizes, flat)])
-    except ValueError:
-        return False
-    return True
+        return None
+    return how
 
 
 def _propagated(backend, flat, batched, summed, chunk=None):
@@ -178,9 +182,10 @@ def traces_of_jacobian(backend, source, how, batched=False):
     one per sample (`[b]`): in a graph, from the first-order forward walk where every op
     has a rule (n directions, or `chunk_size` at a time); otherwise row j is element j of
     the product with the one-hot j."""
-    if _may_propagate(backend, [source], how, batched) and backend.walkable():
+    walk = _walk_how(backend, [source], how, batched)
+    if walk is not None and backend.walkable():
         try:  # an op without a rule: the products, as fast there (no warning)
-            return _trace_of_tangents(backend, source, batched, how.chunk_size)
+            return _trace_of_tangents(backend, source, batched, walk.chunk_size)
         except _forward_laplacian.Unsupported:
             pass
     how = how.using(_jacobians.choose_strategy(how.strategy, 1, 1,

@@ -9,6 +9,9 @@ TensorLike = Union[tf.Tensor, tf.Variable]
 Nest = Any
 """A tensor, a variable, or a list / tuple / dict nest of them."""
 Target = Union[tf.Tensor, Callable[[Nest], tf.Tensor]]
+Budget = Union[int, float, None]
+"""memory_budget: bytes, a share of the free memory in (0, 1], or None (half of it)."""
+ChunkSize = Union[int, Literal["auto"], None]
 Method = Literal["exact", "hutchinson"]
 Strategy = Literal["auto", "reverse", "forward", "loop"]
 Unconnected = Union[Literal["none", "zero"], tf.UnconnectedGradients]

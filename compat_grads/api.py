@@ -6,7 +6,7 @@ from __future__ import annotations
 from compat_grads import _call, _specs
 from compat_grads._options import MAX_BYTES
 from compat_grads._tf import tf
-from compat_grads._types import Nest, Strategy, Target, TensorLike, Unconnected
+from compat_grads._types import Budget, ChunkSize, Nest, Strategy, Target, TensorLike, Unconnected
 
 __all__ = ["batch_divergence", "batch_hessian", "batch_hessian_diagonal", "batch_jacobian",
            "batch_laplacian", "divergence", "hessian", "hessian_diagonal", "hvp", "jvp",
@@ -17,7 +17,8 @@ __all__ = ["batch_divergence", "batch_hessian", "batch_hessian_diagonal", "batch
 @_call.public
 def stacked_jacobian(target: Target, sources: Nest, *, tape: tf.GradientTape | None = None,
                      strategy: Strategy = "auto", unconnected_gradients: Unconnected = "none",
-                     chunk_size: int | None = None, max_bytes: int | None = MAX_BYTES,
+                     chunk_size: ChunkSize = "auto", max_bytes: int | None = MAX_BYTES,
+                     memory_budget: Budget = None,
                      compile: bool = True, jit_compile: bool = False, distribute=None,
                      gather: bool = True,
                      has_aux: bool = False, return_value: bool = False, flat: bool = False) -> Nest:
@@ -40,6 +41,7 @@ def stacked_jacobian(target: Target, sources: Nest, *, tape: tf.GradientTape | N
         "zero" (zeros of the block's shape); a `tf.UnconnectedGradients` works too.
       {chunk_size}
       {max_bytes}
+      {memory_budget}
       {compile}
       {jit_compile}
       distribute: a `tf.distribute.Strategy` whose replicas share the work (rows of the
@@ -85,7 +87,8 @@ def stacked_jacobian(target: Target, sources: Nest, *, tape: tf.GradientTape | N
     return _call.run(_specs.STACKED_JACOBIAN, target, (sources,), compile=compile,
                      jit_compile=jit_compile, tape=tape, strategy=strategy,
                      chunk_size=chunk_size, unconnected_gradients=unconnected_gradients,
-                     max_bytes=max_bytes, distribute=distribute, gather=gather,
+                     max_bytes=max_bytes,
+                     memory_budget=memory_budget, distribute=distribute, gather=gather,
                      has_aux=has_aux, return_value=return_value, flat=flat)
 
 
@@ -144,7 +147,8 @@ def per_element_gradients(target: Target, sources: Nest, *,
 def batch_jacobian(target: Target, source: TensorLike, *,
                    tape: tf.GradientTape | None = None, strategy: Strategy = "auto",
                    unconnected_gradients: Unconnected = "none", independent: bool = True,
-                   chunk_size: int | None = None, max_bytes: int | None = MAX_BYTES,
+                   chunk_size: ChunkSize = "auto", max_bytes: int | None = MAX_BYTES,
+                   memory_budget: Budget = None,
                    compile: bool = True, jit_compile: bool = False, distribute=None,
                    gather: bool = True, has_aux: bool = False, return_value: bool = False,
                    flat: bool = False) -> tf.Tensor | None:
@@ -169,6 +173,7 @@ def batch_jacobian(target: Target, source: TensorLike, *,
       independent: whether samples are independent (see the caveat).
       {chunk_size}
       {max_bytes}
+      {memory_budget}
       {compile}
       {jit_compile}
       distribute: a `tf.distribute.Strategy` whose replicas share the samples (each
@@ -201,7 +206,8 @@ def batch_jacobian(target: Target, source: TensorLike, *,
     return _call.run(_specs.BATCH_JACOBIAN, target, (source,), compile=compile,
                      jit_compile=jit_compile, tape=tape, strategy=strategy,
                      chunk_size=chunk_size, unconnected_gradients=unconnected_gradients,
-                     independent=independent, max_bytes=max_bytes, distribute=distribute,
+                     independent=independent, max_bytes=max_bytes,
+                     memory_budget=memory_budget, distribute=distribute,
                      gather=gather,
                      has_aux=has_aux, return_value=return_value, flat=flat)
 
@@ -210,7 +216,8 @@ def batch_jacobian(target: Target, source: TensorLike, *,
 def per_example_gradients(loss_fn, model, x, y, *, weights: Nest = None,
                           independent: bool = True, strategy: Strategy = "auto",
                           unconnected_gradients: Unconnected = "none",
-                          chunk_size: int | None = None, max_bytes: int | None = MAX_BYTES,
+                          chunk_size: ChunkSize = "auto", max_bytes: int | None = MAX_BYTES,
+                          memory_budget: Budget = None,
                           compile: bool = True, jit_compile: bool = False, distribute=None,
                           gather: bool = True, has_aux: bool = False,
                           return_value: bool = False) -> Nest:
@@ -240,9 +247,12 @@ def per_example_gradients(loss_fn, model, x, y, *, weights: Nest = None,
       strategy: "auto" or "reverse" (vectorized with pfor) or "loop" (a `while_loop` over
         examples, the lowest memory).
       unconnected_gradients: "none" (None for a weight the loss does not use) or "zero".
-      chunk_size: at most this many examples in flight at once, to bound memory.
+      chunk_size: "auto" (the default: every example at once when the gradients fit
+        `memory_budget`, else the largest chunk that does), an int (at most this many
+        examples in flight at once) or None (every example at once).
       max_bytes: the most memory, in bytes, the result and the examples in flight at once
         may take (default 16 GiB), as in `stacked_jacobian`; None: no limit.
+      {memory_budget}
       compile: in eager mode, trace once per model, options and input shapes and cache the
         tf.function (False: run it eagerly under tapes).
       {jit_compile}
@@ -286,7 +296,8 @@ def per_example_gradients(loss_fn, model, x, y, *, weights: Nest = None,
     return _call.run(_specs.PER_EXAMPLE_GRADIENTS, model, (weights, x, y), compile=compile,
                      jit_compile=jit_compile, loss_fn=loss_fn, independent=independent,
                      strategy=strategy, unconnected_gradients=unconnected_gradients,
-                     chunk_size=chunk_size, max_bytes=max_bytes, distribute=distribute,
+                     chunk_size=chunk_size, max_bytes=max_bytes,
+                     memory_budget=memory_budget, distribute=distribute,
                      gather=gather, has_aux=has_aux, return_value=return_value)
 
 

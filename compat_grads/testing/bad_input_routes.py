@@ -86,6 +86,7 @@ TAKES = {
     "strategy": MATERIALISING,
     "chunk_size": MATERIALISING,
     "max_bytes": MATERIALISING,
+    "memory_budget": MATERIALISING,
     "unconnected_gradients": MATERIALISING + ("per_element_gradients",),
     "has_aux": FUNCTIONS,
     "return_value": ("stacked_jacobian", "per_element_gradients", "batch_jacobian",
