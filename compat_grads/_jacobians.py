@@ -16,30 +16,9 @@ from compat_grads._stacking import stack
 from compat_grads._tf import tf
 
 
-def _move_first_axis_last(x):
-    return tf.transpose(x, _joined(_axes(1, st.rank(x)), [0]))
-
-
-def _move_first_axis_after_batch(x):
-    return tf.transpose(x, _joined([1, 0], _axes(2, st.rank(x))))
-
-
-def _axes(start, stop):
-    """`range(start, stop)` as a list, or as a tensor when the rank `stop` is one (unknown
-    while building the graph)."""
-    return list(range(start, stop)) if isinstance(stop, int) else tf.range(start, stop)
-
-
-def _joined(*axes):
-    """Lists of axes joined: a list when every part is one, else a tensor."""
-    if all(isinstance(part, list) for part in axes):
-        return [axis for part in axes for axis in part]
-    return tf.concat([tf.cast(part, tf.int32) for part in axes], 0)
-
-
-def _reverse(backend, flat, how, batched=False):
+def _reverse(backend, flat, how, batched=False, at=0):
     """rows[t][k], `[rows of target t] + x_k.shape`: VJPs with one-hot cotangents (one-hot
-    per sample when `batched`)."""
+    per sample when `batched`); the rows' axis at `at` (1: after the batch axis)."""
     def row_of(pull, targets, t):
         target, count = targets[t], len(targets)
         return lambda i: pull(_only(t, st.one_hot_like(target, i, st.dtype_of(target), batched),
@@ -50,13 +29,14 @@ def _reverse(backend, flat, how, batched=False):
         count = st.per_sample_size(target) if batched else st.size(target)
         again = _rerun(backend, lambda served, t=t: row_of(served.vjp_fn(), served.targets, t))
         rows.append(stack(backend, row_of(pull, targets, t), count, flat, how,
-                          backend.vjp_reusable, again))
+                          backend.vjp_reusable, again, at))
     return rows
 
 
 def _forward(backend, flat, how, batched=False):
     """columns[t][k], `target_t.shape + [columns of source k]`, in x_k's dtype: JVPs with
-    one-hot tangents (one-hot per sample when `batched`)."""
+    one-hot tangents (one-hot per sample when `batched`), stacked straight into that
+    layout (the columns' axis last)."""
     def column_of(push, k):
         x = flat[k]
         return lambda j: push(_only(k, st.one_hot_like(x, j, st.dtype_of(x), batched),
@@ -66,9 +46,9 @@ def _forward(backend, flat, how, batched=False):
     for k, x in enumerate(flat):
         count = st.per_sample_size(x) if batched else st.size(x)
         again = _rerun(backend, lambda served, k=k: column_of(served.jvp_fn(), k))
-        stacks = stack(backend, column_of(push, k), count, backend.targets, how, rerun=again)
-        by_source.append([None if c is None else tf.cast(_move_first_axis_last(c), st.dtype_of(x))
-                          for c in stacks])
+        stacks = stack(backend, column_of(push, k), count, backend.targets, how, rerun=again,
+                       at=-1)
+        by_source.append([None if c is None else tf.cast(c, st.dtype_of(x)) for c in stacks])
     return [list(row) for row in zip(*by_source)]
 
 
@@ -116,8 +96,7 @@ def batch_jacobian_block(backend, source, how):
     if forward:
         ((raw,),) = _forward(backend, [source], how, batched=True)
     else:
-        ((raw,),) = _reverse(backend, [source], how, batched=True)
-        raw = None if raw is None else _move_first_axis_after_batch(raw)
+        ((raw,),) = _reverse(backend, [source], how, batched=True, at=1)
     return _finish(raw, [_shapes(target), _shapes(source, batch=False)], st.dtype_of(source),
                    how.unconnected)
 

@@ -27,8 +27,12 @@ _VECTORIZATION_ERRORS = (ValueError, TypeError, NotImplementedError, LookupError
                          tf.errors.InvalidArgumentError, tf.errors.UnimplementedError)
 
 
-def stack(backend, fn, count, like, how: How, reusable: bool = True, rerun=None):
-    """`[fn(i) for i in range(count)]` stacked on a new first axis, one stack per output.
+def stack(backend, fn, count, like, how: How, reusable: bool = True, rerun=None, at=0):
+    """`[fn(i) for i in range(count)]` stacked on a new axis, one stack per output.
+
+    `at` is where that index axis goes: 0 (first), 1 (after a batch axis) or -1 (last).
+    Chunks are written straight into that layout; the other routes stack on a first axis
+    and move it (a whole copy, beside a peak that is already the result and its rows).
 
     `fn` returns a flat list whose entries may be None (not connected); `like[k]` gives the
     shape and dtype of output k. Returns the stacks, with None kept where `fn` gave None.
@@ -49,12 +53,12 @@ def stack(backend, fn, count, like, how: How, reusable: bool = True, rerun=None)
     reason = None if rerun is fn else backend.forward_per_row()
     if reason is None:
         try:
-            return _stack(backend, fn, count, like, how, reusable)
+            return _stack(backend, fn, count, like, how, reusable, at)
         except _OncePerRun as found:
             reason = found.reason
     if rerun is None:
         raise _once_per_run_error(backend, reason)
-    stacks = _stack_with(rerun, count, like, vectorize=False, chunk=None, one_by_one=True)
+    stacks = _stack_with(rerun, count, like, False, None, at, one_by_one=True)
     warn(message(backend.function, reason, "Computed the rows one at a time in a while_loop "
                  "instead, running the target again for each: same values, slower."),
          VectorizationWarning)
@@ -74,18 +78,18 @@ def _once_per_run_error(backend, reason):
         "it again for each row."))
 
 
-def _stack(backend, fn, count, like, how, reusable):
+def _stack(backend, fn, count, like, how, reusable, at):
     chunk = how.chunk_size
     if not how.vectorize:
-        return _loop(backend, fn, count, like, chunk, None)
+        return _loop(backend, fn, count, like, chunk, at, None)
     plan = _plan(backend, count, how)
     if not plan.vectorized:
-        return _loop(backend, fn, count, like, chunk, None, plan.separate and reusable)
+        return _loop(backend, fn, count, like, chunk, at, None, plan.separate and reusable)
     reason = backend.cannot_vectorize()
     if reason is None:
         try:
             with _PforLog() as log:
-                return _stack_with(fn, count, like, True, chunk)
+                return _stack_with(fn, count, like, True, chunk, at)
         except _VECTORIZATION_ERRORS as err:
             if is_ours(err):  # bad input found while tracing the rows: a loop cannot help
                 raise
@@ -100,7 +104,7 @@ def _stack(backend, fn, count, like, how, reusable):
         backend.function, f"could not vectorize the Jacobian: {reason}",
         "Computing it one row at a time in a while_loop instead: same values, slower. "
         "Pass strategy='loop' to skip the attempt."), VectorizationWarning)
-    return _loop(backend, fn, count, like, chunk, reason)
+    return _loop(backend, fn, count, like, chunk, at, reason)
 
 
 def _plan(backend, count, how) -> _cost.Plan:
@@ -111,12 +115,12 @@ def _plan(backend, count, how) -> _cost.Plan:
                       _cost.path_facts(backend.targets, backend.path_ops))
 
 
-def _loop(backend, fn, count, like, chunk, vectorizing, separate=False):
+def _loop(backend, fn, count, like, chunk, at, vectorizing, separate=False):
     """The rows in a while_loop (or, `separate`, as separate passes, one per row, as the
     legacy Python loop built them); what TensorFlow cannot build there is a
     DerivativeError. `vectorizing` is why pfor was not used, when it was meant to be."""
     try:
-        return _stack_with(fn, count, like, False, chunk, separate=separate)
+        return _stack_with(fn, count, like, False, chunk, at, separate=separate)
     except _VECTORIZATION_ERRORS as err:
         if is_ours(err):
             raise
@@ -165,7 +169,8 @@ class _PforLog(logging.Filter):
         return ""
 
 
-def _stack_with(fn, count, like, vectorize: bool, chunk, one_by_one=False, separate=False):
+def _stack_with(fn, count, like, vectorize: bool, chunk, at, one_by_one=False,
+                separate=False):
     missing = []
 
     @tf.autograph.experimental.do_not_convert
@@ -184,6 +189,11 @@ def _stack_with(fn, count, like, vectorize: bool, chunk, one_by_one=False, separ
     dtypes = [st.dtype_of(ref) for ref in like]
 
     def build():
+        if vectorize and chunk is not None and not (isinstance(count, int) and count <= chunk):
+            return _chunks(body, count, like, chunk, at)  # already laid out
+        return [_moved(stacked, at) for stacked in stacked_first()]
+
+    def stacked_first():
         if one_by_one:
             return _one_by_one(body, count, like)
         if separate:  # as the legacy Python loop of tf.gradients: one pass per row
@@ -193,9 +203,7 @@ def _stack_with(fn, count, like, vectorize: bool, chunk, one_by_one=False, separ
             with _caching_device_kept():
                 return tf.map_fn(body, tf.range(count), fn_output_signature=dtypes,
                                  parallel_iterations=chunk)
-        if chunk is None or (isinstance(count, int) and count <= chunk):
-            return tf.vectorized_map(body, tf.range(count), warn=False)
-        return _chunks(body, count, like, chunk)
+        return tf.vectorized_map(body, tf.range(count), warn=False)
 
     stacks = dispatch.as_graph(build)
     return [None if gone else stacked for stacked, gone in zip(stacks, missing)]
@@ -239,26 +247,92 @@ def _one_by_one(body, count, like):
     return [row.stack() for row in rows]
 
 
-def _chunks(body, count, like, chunk):
+def _chunks(body, count, like, chunk, at):
     """pfor over `chunk` indices at a time, one chunk after another in a while_loop.
 
-    Each chunk's rows are written in place into one preallocated buffer per output, so the
-    peak memory is the result plus one chunk (a TensorArray would hold every chunk and then
-    a concatenated copy: twice the result). The buffers are TensorFlow's aliasing
-    `Empty` / `InplaceUpdate`, which have no gradient: a chunked result is an end product.
+    Each chunk is written in place into one preallocated buffer per output, already in the
+    final layout (the index axis at `at`), so the peak memory is the result plus one chunk.
+    A TensorArray would hold every chunk and then a concatenated copy, and stacking first
+    then moving the index axis (forward mode's columns go last) a transposed copy: twice
+    the result either way. A chunk is transposed at its own size instead, then written as a
+    slice of the buffer [before, count, after] (`_blocks`), which reshapes to the result
+    for free. The buffer is TensorFlow's uninitialized `Empty`; TensorStridedSliceUpdate
+    reuses its input's memory when nothing else holds it (the loop is its one consumer).
+    Neither has a gradient through the buffer: a chunked result is an end product.
     """
     chunks = (count + chunk - 1) // chunk
-    buffers = [tf.raw_ops.Empty(shape=tf.concat([[count], tf.shape(ref)], 0),
-                                dtype=st.dtype_of(ref)) for ref in like]
+    blocks = [_blocks(ref, count, at) for ref in like]
+    buffers = [tf.raw_ops.Empty(shape=tf.stack([before, count, after]),
+                                dtype=st.dtype_of(ref))
+               for (before, after), ref in zip(blocks, like)]
 
     def step(c, *buffers):
-        indices = tf.range(c * chunk, tf.minimum((c + 1) * chunk, count))
-        rows = tf.vectorized_map(body, indices, warn=False)
-        return (c + 1, *[tf.raw_ops.InplaceUpdate(x=b, i=indices, v=r)
-                         for b, r in zip(buffers, rows)])
+        start = c * chunk
+        rows = tf.vectorized_map(body, tf.range(start, tf.minimum(start + chunk, count)),
+                                 warn=False)
+        return (c + 1, *[_written(b, r, start, block)
+                         for b, r, block in zip(buffers, rows, blocks)])
 
     _, *buffers = tf.while_loop(lambda c, *_: c < chunks, step, (0, *buffers),
                                 parallel_iterations=1)
-    for buffer, ref in zip(buffers, like):
-        buffer.set_shape(tf.TensorShape([None]).concatenate(ref.shape))
-    return buffers
+    return [_laid_out(b, ref, count, at) for b, ref in zip(buffers, like)]
+
+
+def _blocks(ref, count, at):
+    """(before, after): the elements of one row shaped like `ref` that come before and after
+    the index axis at `at`, Python ints when static."""
+    if at == 0:
+        return 1, st.size(ref)
+    if at == -1:
+        return st.size(ref), 1
+    static = ref.shape[:at].num_elements(), ref.shape[at:].num_elements()
+    shape = tf.shape(ref)
+    return (tf.reduce_prod(shape[:at]) if static[0] is None else static[0],
+            tf.reduce_prod(shape[at:]) if static[1] is None else static[1])
+
+
+def _written(buffer, rows, start, block):
+    """`rows` ([width] + a row's shape) written at indices `start`, `start + width`, ... of
+    the buffer [before, count, after]: a transpose of one chunk, then a slice update."""
+    before, after = block
+    width = tf.shape(rows)[0]
+    chunk = tf.transpose(tf.reshape(rows, tf.stack([width, before, after])), [1, 0, 2])
+    return tf.raw_ops.TensorStridedSliceUpdate(
+        input=buffer, begin=tf.stack([0, start, 0]),
+        end=tf.stack([before, start + width, after]), strides=[1, 1, 1], value=chunk)
+
+
+def _laid_out(buffer, ref, count, at):
+    """The buffer [before, count, after] as `ref`'s shape with `count` inserted at `at`: a
+    reshape, which shares the buffer's memory."""
+    static, shape = ref.shape, tf.shape(ref)
+    counted = tf.TensorShape([count if isinstance(count, int) else None])
+    if at == -1:
+        return st.reshape(buffer, tf.concat([shape, [count]], 0),
+                          static.concatenate(counted) if static.rank is not None
+                          else tf.TensorShape(None))
+    return st.reshape(buffer, tf.concat([shape[:at], [count], shape[at:]], 0),
+                      static[:at].concatenate(counted).concatenate(static[at:])
+                      if static.rank is not None else tf.TensorShape(None))
+
+
+def _moved(stacked, at):
+    """A stack's first (index) axis moved to `at`: 1 (after the batch axis) or -1 (last)."""
+    if at == 0:
+        return stacked
+    rank = st.rank(stacked)
+    before = rank - 1 if at == -1 else at
+    return tf.transpose(stacked, _joined(_axes(1, before + 1), [0], _axes(before + 1, rank)))
+
+
+def _axes(start, stop):
+    """`range(start, stop)` as a list, or as a tensor when the rank `stop` is one (unknown
+    while building the graph)."""
+    return list(range(start, stop)) if isinstance(stop, int) else tf.range(start, stop)
+
+
+def _joined(*axes):
+    """Lists of axes joined: a list when every part is one, else a tensor."""
+    if all(isinstance(part, list) for part in axes):
+        return [axis for part in axes for axis in part]
+    return tf.concat([tf.cast(part, tf.int32) for part in axes], 0)
