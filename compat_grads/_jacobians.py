@@ -79,7 +79,7 @@ def jacobian_blocks(backend, flat, how):
                                     backend.forward_per_row() is None))
     forward = how.strategy == "forward"
     how = _memory.fit(backend.function, how, _stacks(targets, flat, forward),
-                      _cost.intermediates(backend))
+                      _cost.intermediates(backend), moved=forward)
     raw = (_forward if forward else _reverse)(backend, flat, how)
     return [[_finish(raw[t][k], [_shapes(target), _shapes(x)], st.dtype_of(x), how.unconnected)
              for k, x in enumerate(flat)] for t, target in enumerate(targets)]
@@ -92,7 +92,7 @@ def batch_jacobian_block(backend, source, how):
                                     st.per_sample_size(source), backend.forward_per_row() is None))
     forward = how.strategy == "forward"
     how = _memory.fit(backend.function, how, _stacks([target], [source], forward, batched=True),
-                      _cost.intermediates(backend))
+                      _cost.intermediates(backend), moved=True)  # columns last, rows second
     if forward:
         ((raw,),) = _forward(backend, [source], how, batched=True)
     else:
@@ -153,7 +153,8 @@ def hessian_blocks(backend, flat, how):
     if scalar:  # the Jacobian of the gradient chooses its chunk from the gradient's graph
         _memory.check(backend.function, how, stacks)
     else:
-        how = _memory.fit(backend.function, how, stacks, _cost.intermediates(backend, 2))
+        how = _memory.fit(backend.function, how, stacks, _cost.intermediates(backend, 2),
+                          moved=True)  # forward-over-reverse columns become rows
 
     def compute(outer):
         if scalar:  # statically scalar: no loop over elements

@@ -35,6 +35,18 @@ LOOP_ROWS_AT_ONCE = 10
 """Rows a `while_loop` ("loop", without chunk_size) runs at once: tf.map_fn's default
 `parallel_iterations`."""
 
+VECTORIZED_INTERMEDIATES = 4
+"""What a vectorized row's intermediates take, in copies of the path's tensors: pfor tiles
+the loop-invariant operands of the rows' ops (an activation the gradient reads) to the
+chunk's width beside their outputs (measured: reverse rows through tanh(A x), 20000 x 1000,
+chunks of 121: about 700 KB a row against 244 KB of path tensors)."""
+
+RUNTIME_BYTES = 64 * 2**20
+"""What building and running a chunk loop takes besides its tensors (the graph, the
+executor's state, freed chunks the allocator keeps: measured 20 to 60 MB in a fresh process,
+60 for forward-mode batch Jacobians), kept out of the budget (at most a quarter of it, so
+that a small budget still means what it says)."""
+
 LOG = logging.getLogger("compat_grads.memory")
 
 
@@ -119,18 +131,21 @@ def total(values):
     return sum(values) if all(isinstance(v, int) for v in values) else None
 
 
-def fit(function, how, stacks, intermediates=None):
+def fit(function, how, stacks, intermediates=None, moved=False):
     """`how` with its chunk size decided, after `max_bytes` is checked (`check`).
 
     `stacks` has one `(rows, bytes each row takes in, bytes each row gives out)` per stack;
-    `intermediates`: the bytes of one row's intermediates (None: unknown, not counted). An
-    explicit chunk size (an int, or None for all at once) is kept; "auto" becomes the largest
-    chunk whose peak fits the budget, or None when every row at once does. Either way the
-    plan is recorded (`memory_plans`) and logged at DEBUG.
+    `intermediates`: the bytes of one row's intermediates (None: unknown, not counted);
+    `moved`: the rows, when not written chunk by chunk into the result, are stacked first
+    and then moved into its layout (forward mode's columns go last): one more copy of the
+    result at the end. An explicit chunk size (an int, or None for all at once) is kept;
+    "auto" becomes the largest chunk whose peak fits the budget, or None when every row at
+    once does. Either way the plan is recorded (`memory_plans`) and logged at DEBUG.
     """
     known = [s for s in stacks if all(isinstance(n, int) for n in s)]
     if known:  # else sizes known only at run time: all at once, as an explicit None
-        sizes = _Sizes(known, intermediates or 0)
+        share = VECTORIZED_INTERMEDIATES if how.vectorize else 1
+        sizes = _Sizes(known, share * (intermediates or 0), moved)
         budget = budget_bytes(how) if how.chunk_size == AUTO else None
         if budget is not None:
             how = dataclasses.replace(how, chunk_size=_choose(function, how, sizes, budget))
@@ -143,35 +158,57 @@ def fit(function, how, stacks, intermediates=None):
 
 @dataclasses.dataclass(frozen=True)
 class _Sizes:
-    """The stacks' sizes: the most rows of one, the result, one row in flight."""
+    """The stacks' sizes: the most rows of one, the result, one row in flight, and whether
+    rows stacked at once are moved into the result's layout (a copy)."""
 
     rows: int
     result: int
     per_row: int
+    moved: bool
 
-    def __init__(self, known, intermediates):
+    def __init__(self, known, intermediates, moved):
         object.__setattr__(self, "rows", max(count for count, _, _ in known))
         object.__setattr__(self, "result", sum(count * out for count, _, out in known))
+        moved_out = sum(out for _, _, out in known) if moved else 0  # a chunk's transpose
         object.__setattr__(self, "per_row", sum(row_in + out for _, row_in, out in known)
-                           + intermediates)
+                           + intermediates + moved_out)
+        object.__setattr__(self, "moved", moved)
+
+    def results(self, how, at_once) -> int:
+        """The bytes of the result's copies at the peak: one when chunks are written into
+        it in place (vectorized chunks), two when the rows are moved there at the end."""
+        in_place = how.vectorize and at_once < self.rows
+        return self.result * (1 if in_place or not self.moved else 2)
+
+    def peak(self, how, at_once, budget=None) -> int:
+        """The estimated peak: the result's copies, the rows in flight and, for a budget,
+        what the runtime keeps of it (`RUNTIME_BYTES`)."""
+        return self.results(how, at_once) + at_once * self.per_row + _runtime(budget)
+
+
+def _runtime(budget):
+    return 0 if budget is None else min(RUNTIME_BYTES, budget // 4)
 
 
 def _choose(function, how, sizes, budget):
     """The largest chunk whose peak fits `budget`; None when every row at once does."""
     default = _at_once(sizes.rows, how)
-    if sizes.result + default * sizes.per_row <= budget:
+    if sizes.peak(how, default, budget) <= budget:
         return None
-    chunk = (budget - sizes.result) // sizes.per_row if sizes.per_row else sizes.rows
+    if not sizes.per_row:
+        return None
+    chunk = (budget - _runtime(budget) - sizes.results(how, 1)) // sizes.per_row
     if chunk < 1:
-        return _too_small(function, how, sizes.result, sizes.per_row, budget)
+        return _too_small(function, how, sizes.results(how, 1), sizes.per_row, budget)
+    if how.vectorize and sizes.rows > 1:  # in chunks, written in place: at least two
+        chunk = min(chunk, -(-sizes.rows // 2))
     return None if chunk >= default else chunk
 
 
 def _record(function, how, sizes, budget):
     at_once = _at_once(sizes.rows, how)
     plan = MemoryPlan(function, sizes.rows, how.chunk_size, -(-sizes.rows // max(at_once, 1)),
-                      sizes.result, sizes.per_row, sizes.result + at_once * sizes.per_row,
-                      budget)
+                      sizes.result, sizes.per_row, sizes.peak(how, at_once, budget), budget)
     LOG.debug("compat_grads.%s: %s", function, plan)
     replay([plan])
 
@@ -182,10 +219,12 @@ def _too_small(function, how, result, per_row, budget):
     set."""
     if how.memory_budget is None:
         return 1
+    runtime = _runtime(budget)
     raise ValueError(message(
         function, f"memory_budget={how.memory_budget!r} ({_gib(budget)}) is too small even "
-        f"for one row (or column) at a time: the result takes {_bytes(result)} and one row "
-        f"in flight {_bytes(per_row)}, a peak of {_bytes(result + per_row)}",
+        f"for one row (or column) at a time: the result takes {_bytes(result)}, one row in "
+        f"flight {_bytes(per_row)} and the runtime keeps {_bytes(runtime)} of the budget, a "
+        f"peak of {_bytes(result + per_row + runtime)}",
         "Raise memory_budget= (or drop it: the default is half of the memory free), or "
         "compute a part of the result (fewer sources or target elements), or products "
         "instead of the whole matrix (jvp, vjp, hvp, per_element_gradients)."))

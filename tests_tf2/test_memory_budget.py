@@ -86,7 +86,8 @@ def test_a_budget_that_chunks_gives_the_values_of_every_row_at_once(route, name,
     assert plans and all(p.chunk_size is None for p in plans), plans  # fits: no chunks
     assert all(p.budget_bytes is not None for p in plans), plans
     first = plans[0]  # about three chunks of the first stack
-    budget = first.result_bytes + max(1, first.rows // 3) * first.row_bytes
+    in_flight = first.result_bytes + max(1, first.rows // 3) * first.row_bytes
+    budget = -(-in_flight * 4 // 3) + 4  # a quarter of a small budget is the runtime's
     chunked, plans = _computed(route, function, target, memory_budget=budget, **options)
     assert any(p.pieces > 1 and p.peak_bytes <= budget for p in plans), plans
     for got, want in zip(np.atleast_1d(chunked), np.atleast_1d(whole)):
@@ -95,18 +96,18 @@ def test_a_budget_that_chunks_gives_the_values_of_every_row_at_once(route, name,
 
 def test_the_choice_is_logged_at_debug(caplog):
     with caplog.at_level(logging.DEBUG, logger="compat_grads.memory"):
-        cg.stacked_jacobian(_mlp, tf.constant(X), memory_budget=2500)
+        cg.stacked_jacobian(_mlp, tf.constant(X), memory_budget=4000)
     (record,) = [rec for rec in caplog.records if rec.name == "compat_grads.memory"]
     assert "stacked_jacobian" in record.getMessage()
-    assert "chunk_size=" in record.getMessage() and "budget_bytes=2500" in record.getMessage()
+    assert "chunk_size=" in record.getMessage() and "budget_bytes=4000" in record.getMessage()
 
 
 def test_a_compiled_call_reuses_its_trace_and_still_shows_its_plan():
     x = tf.constant(X)
-    cg.stacked_jacobian(_field, x, memory_budget=3000)
+    cg.stacked_jacobian(_field, x, memory_budget=5000)
     with cg.memory_plans() as plans:
-        cg.stacked_jacobian(_field, x, memory_budget=3000)
-    assert len(plans) == 1 and plans[0].budget_bytes == 3000 and plans[0].pieces > 1
+        cg.stacked_jacobian(_field, x, memory_budget=5000)
+    assert len(plans) == 1 and plans[0].budget_bytes == 5000 and plans[0].pieces > 1
 
 
 @pytest.fixture
@@ -174,15 +175,16 @@ def _peak(function, strategy, m, n, budget):
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("function, strategy, m", [
-    ("stacked", "reverse", 20000), ("stacked", "forward", 20000),
-    ("batch", "reverse", 5000), ("batch", "forward", 5000)])
-def test_the_peak_stays_within_the_budget(function, strategy, m):
-    """An 80 MB result (float32, 20000 x 1000, or 4 x 5000 x 1000) with a budget of 1.5
-    times that: chunked, the same values, and the process's peak within the budget."""
-    budget = 120_000_000
-    found = _peak(function, strategy, m, 1000, budget)
+@pytest.mark.parametrize("function, strategy, m, n", [
+    ("stacked", "reverse", 4000, 10000), ("stacked", "forward", 20000, 2000),
+    ("batch", "reverse", 5000, 2000), ("batch", "forward", 5000, 2000)])
+def test_the_peak_stays_within_the_budget(function, strategy, m, n):
+    """A 160 MB result (float32: m x n, or 4 x m x n per sample) with a budget of 1.5 times
+    that: chunked, the values of every row at once, and the process's peak within the
+    budget (all at once, forward mode alone peaks at 3.4 times the result)."""
+    budget = 240_000_000
+    found = _peak(function, strategy, m, n, budget)
     assert found["same"], found
-    assert found["result_bytes"] == 80_000_000
+    assert found["result_bytes"] == 160_000_000
     assert found["plans"][0]["pieces"] > 1, found
     assert found["peak_bytes"] <= budget, found

@@ -87,7 +87,7 @@ class _FailingOnce:
         return [tf.cast(i, tf.float32) * tf.ones([2])]
 
 
-HOW = _options.How("reverse", "none")
+HOW = _options.How("reverse", "none", chunk_size=None)  # a stand-in backend: no graph to size
 
 
 def test_failed_vectorization_falls_back_to_the_loop_with_one_warning():

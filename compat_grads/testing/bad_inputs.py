@@ -238,9 +238,10 @@ def _memory():
                        r"result takes 64 bytes", r"a peak of", r"Raise memory_budget=")),
                    r.ROUTES + r.TF1_BOTH, inputs=(x,))
     for fits, options, tf1 in (("chunk-size-1", {"max_bytes": 100, "chunk_size": 1}, True),
-                               ("budget-chunks", {"memory_budget": 160}, True),
+                               ("budget-chunks", {"memory_budget": 400}, True),
                                ("no-bound", {"max_bytes": None}, False)):
-        yield BadInput("a chunk_size, memory_budget or max_bytes=None that fits", f"max-bytes-{fits}",
+        yield BadInput("a chunk_size, memory_budget or max_bytes=None that fits",
+                       f"max-bytes-{fits}",
                        lambda route, x, o=options: r.call(route, cg.stacked_jacobian,
                                                           r.square, x, **o),
                        Value(np.diag(2 * x)), r.ROUTES + (r.TF1_BOTH if tf1 else ()),
