@@ -4,7 +4,8 @@ tests_tf2/budget_worker.py FUNCTION STRATEGY M N BUDGET`; prints one JSON line.
 FUNCTION is "stacked" (the `[m, n]` Jacobian of y = tanh(A x)) or "batch" (the `[b, m, n]`
 per-sample Jacobians of y = tanh(x Aᵀ) for b = 4 samples). The peak is the rise of the
 process's resident set (VmHWM, reset first) during the call, tracing included, after a
-small chunked call of the same function has started the runtime; the result is then compared with the one computed all at once.
+small chunked call of the same function has started the runtime; the result is then
+compared with the one computed all at once.
 """
 
 import json
