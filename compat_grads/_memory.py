@@ -64,6 +64,7 @@ class MemoryPlan:
       row_bytes: one row's one-hot input, output and intermediates (the estimate).
       peak_bytes: the estimated peak: the result and the rows in flight.
       budget_bytes: the budget the chunk was chosen for (None: chunk_size was given).
+      all_at_once_bytes: the estimated peak of every row at once, for comparison.
     """
 
     function: str
@@ -74,6 +75,7 @@ class MemoryPlan:
     row_bytes: int
     peak_bytes: int
     budget_bytes: int | None
+    all_at_once_bytes: int
 
 
 _RECORDERS: contextvars.ContextVar[tuple] = contextvars.ContextVar("plans", default=())
@@ -208,7 +210,8 @@ def _choose(function, how, sizes, budget):
 def _record(function, how, sizes, budget):
     at_once = _at_once(sizes.rows, how)
     plan = MemoryPlan(function, sizes.rows, how.chunk_size, -(-sizes.rows // max(at_once, 1)),
-                      sizes.result, sizes.per_row, sizes.peak(how, at_once, budget), budget)
+                      sizes.result, sizes.per_row, sizes.peak(how, at_once, budget), budget,
+                      sizes.peak(how, sizes.rows, budget))
     LOG.debug("compat_grads.%s: %s", function, plan)
     replay([plan])
 

@@ -26,6 +26,10 @@ def test_quick_suite_runs_and_reports(tmp_path):
     assert any("map_fn" in r for r in recipes) and any("(auto)" in r for r in recipes)
     assert {(m["strategy"], bool(m["chunk_size"])) for m in report["memory"]} == {
         ("forward", False), ("forward", True), ("reverse", True)}
+    bigger = report["bigger"]  # a budget that makes it chunk; the values against jvp
+    assert bigger["pieces"] > 1 and bigger["chunk_size"] < bigger["n"]
+    assert bigger["all_at_once_bytes"] > bigger["budget_bytes"] == 2000000
+    assert bigger["max_abs_vs_jvp"] < 1e-5
     assert {t["target"] for t in report["targets"]} >= {
         "per_element_gradients eager vs tape.jacobian then reduce_sum, eager (J·1)",
         "per_example_gradients eager vs eager loop over examples (per-example gradients, "
@@ -44,6 +48,7 @@ def test_quick_suite_runs_and_reports(tmp_path):
     assert table.startswith("| workload | recipe | ms | their ms / our eager ms |")
     assert "| target | measured | goal | met |" in table
     assert "| TF1 CNN class rows: batch | recipe |" in table
+    assert "| bigger than memory: m x n | result MB | all at once (estimate) MB |" in table
 
 
 def test_distribute_bench_runs_on_logical_devices_and_reports(tmp_path, capsys):

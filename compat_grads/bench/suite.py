@@ -13,11 +13,14 @@ from compat_grads.bench import timing, workloads
 FULL = {"tall": (4000, 500), "wide": (100, 5000), "square": 256, "batch": (128, 32),
         "hessians": [(1024, 8), (1024, 32)], "tf1_sizes": [200, 500, 1000, 2000, 4000],
         "loop_max": 1000, "memory": (20000, 2000, 100, 100), "repeats": 15,
-        "per_example": 256, "cnn": 64}
+        "per_example": 256, "cnn": 64, "bigger": (500000, 1500, 16, 0)}
 QUICK = {"tall": (40, 5), "wide": (5, 40), "square": 8, "batch": (4, 6),
          "hessians": [(8, 3)], "tf1_sizes": [20, 40], "loop_max": 40,
          "memory": (400, 40, 100, 10), "repeats": 2, "per_example": 4,
-         "cnn": 4}
+         "cnn": 4, "bigger": (2000, 50, 16, 2000000)}
+"""`bigger`: M, N, HIDDEN and BUDGET of `compat_grads.bench.bigger` (FULL: a 3 GB result
+whose all-at-once estimate is about twice this machine's memory, with the default budget;
+QUICK: a small one with a budget that makes it chunk)."""
 
 
 def run(quick=False, out_dir="bench-results", plot=True, log=print) -> dict:
@@ -50,8 +53,10 @@ def run(quick=False, out_dir="bench-results", plot=True, log=print) -> dict:
     log("... TF1 class rows through a CNN")
     memory = _memory(*sizes["memory"])
     log("... memory")
+    bigger = timing.in_subprocess("compat_grads.bench.bigger", sizes["bigger"])
+    log("... a Jacobian bigger than memory all at once")
     report = {"measures": [dataclasses.asdict(m) for m in measures], "tf1_graph": tf1,
-              "tf1_cnn": tf1_cnn, "memory": memory, "quick": quick}
+              "tf1_cnn": tf1_cnn, "memory": memory, "bigger": bigger, "quick": quick}
     report["targets"] = targets(report)
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "bench.json"), "w") as handle:
@@ -126,10 +131,18 @@ def targets(report) -> list:
     add(*_tf1_targets(report["tf1_graph"]))
     add("TF1 build time flat: build(largest m) / build(smallest m)",
         _tf1_build_growth(report["tf1_graph"]), 1.5, at_least=False)
-    chunked = [m for m in report["memory"] if m["chunk_size"] and m["strategy"] == "reverse"]
-    if chunked:
-        add("chunk_size peak memory / result size (reverse)", chunked[0]["ratio"], 1.5,
-            at_least=False)
+    for strategy in ("reverse", "forward"):
+        chunked = [m for m in report["memory"]
+                   if m["chunk_size"] and m["strategy"] == strategy]
+        if chunked:
+            add(f"chunk_size peak memory / result size ({strategy})", chunked[0]["ratio"],
+                1.5, at_least=False)
+    bigger = report.get("bigger")
+    if bigger and not report.get("quick"):
+        add("bigger than memory: all-at-once estimate / machine memory (must exceed 1)",
+            bigger["all_at_once_bytes"] / bigger["machine_bytes"], 1.0)
+        add("bigger than memory: peak RSS / budget (default chunk_size and budget)",
+            bigger["peak_bytes"] / bigger["budget_bytes"], 1.0, at_least=False)
     return out
 
 
@@ -186,10 +199,27 @@ def markdown(report) -> str:
     lines += [f"| {r['m']}x{r['n']} | {r['strategy']} | {r['chunk_size'] or '-'} | "
               f"{r['result_mb']:.0f} | {r['peak_delta_mb']:.0f} | {r['ratio']:.2f} |"
               for r in report["memory"]]
+    lines += _bigger_lines(report.get("bigger"))
     lines += ["", "| target | measured | goal | met |", "|---|---|---|---|"]
     lines += [f"| {t['target']} | {t['measured']:.2f} | {t['goal']:.2f} | "
               f"{'yes' if t['met'] else 'NO'} |" for t in report["targets"]]
     return "\n".join(lines)
+
+
+def _bigger_lines(bigger):
+    """The bigger-than-memory workload: its estimate beside what it took."""
+    if not bigger:
+        return []
+    mb = 2**20
+    return ["", "| bigger than memory: m x n | result MB | all at once (estimate) MB | "
+            "machine MB | budget MB | chunk_size | pieces | peak RSS delta MB | peak / "
+            "budget | s | max abs vs jvp |", "|---|---|---|---|---|---|---|---|---|---|---|",
+            f"| {bigger['m']}x{bigger['n']} | {bigger['result_bytes'] / mb:.0f} | "
+            f"{bigger['all_at_once_bytes'] / mb:.0f} | {bigger['machine_bytes'] / mb:.0f} | "
+            f"{bigger['budget_bytes'] / mb:.0f} | {bigger['chunk_size'] or '-'} | "
+            f"{bigger['pieces']} | {bigger['peak_bytes'] / mb:.0f} | "
+            f"{bigger['peak_bytes'] / bigger['budget_bytes']:.2f} | {bigger['seconds']:.1f} | "
+            f"{bigger['max_abs_vs_jvp']:.1e} |"]
 
 
 def _plot(rows, path):
