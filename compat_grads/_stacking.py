@@ -258,7 +258,8 @@ def _chunks(body, count, like, chunk, at):
     slice of the buffer [before, count, after] (`_blocks`), which reshapes to the result
     for free. The buffer is TensorFlow's uninitialized `Empty`; TensorStridedSliceUpdate
     reuses its input's memory when nothing else holds it (the loop is its one consumer).
-    Neither has a gradient through the buffer: a chunked result is an end product.
+    The gradient flows through the slice updates into each chunk's rows (the buffer itself,
+    uninitialized, gets none): a chunked result trains like one computed all at once.
     """
     chunks = (count + chunk - 1) // chunk
     blocks = [_blocks(ref, count, at) for ref in like]

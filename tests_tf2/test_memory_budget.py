@@ -188,3 +188,28 @@ def test_the_peak_stays_within_the_budget(function, strategy, m, n):
     assert found["result_bytes"] == 160_000_000
     assert found["plans"][0]["pieces"] > 1, found
     assert found["peak_bytes"] <= budget, found
+
+
+WEIGHTS = RNG.standard_normal((4, 3)).astype(np.float32) / 2
+
+
+@pytest.mark.parametrize("route", ("eager.callable", "eager.uncompiled", "function.callable",
+                                   "v1_graph.callable"))
+@pytest.mark.parametrize("function, strategy", [
+    (cg.stacked_jacobian, "reverse"), (cg.stacked_jacobian, "forward"),
+    (cg.batch_jacobian, "reverse"), (cg.batch_jacobian, "forward")])
+def test_a_chunked_result_has_the_gradient_of_every_row_at_once(route, function, strategy):
+    """A Jacobian penalty trained through a chunked result (chunk_size="auto" may chunk what
+    did not fit): the chunks' slice updates pass the gradient on to every weight."""
+    def gradient(chunk):
+        def build(x, w):
+            f = lambda x: tf.tanh(tf.matmul(x, w))  # noqa: E731
+            with tf.GradientTape() as tape:
+                jacobian = r.call(route, function, f, x, strategy=strategy, chunk_size=chunk)
+                penalty = tf.reduce_sum(jacobian ** 2)
+            return tape.gradient(penalty, w)
+        return r.run(route, build, X, variables=[WEIGHTS])
+
+    whole = gradient(None)
+    assert whole is not None and np.all(np.isfinite(whole))
+    np.testing.assert_allclose(gradient(2), whole, rtol=1e-5, atol=1e-6)
