@@ -182,46 +182,70 @@ def _compiled_or_run(spec, target, args, options, make_body):
     if (options.how.chunk_size != _memory.AUTO or not dispatch.runs_eagerly()
             or not (_is_callable(target) or getattr(options.tape, "_persistent", False))):
         return attempt(options)  # a TF1 graph or a tf.function: the chunk of the estimate
-    return _retry(spec.name, target, options, attempt)
+    return _retry(spec.name, target, args, options, attempt)
 
 
 _FIT = weakref.WeakKeyDictionary()
-"""callable target -> {(function, how): the chunk size that fit after running out}."""
+"""callable target -> {(function, how, budget type, input shapes): the chunk size that fit
+after running out}."""
 
 
-def _retry(name, target, options, attempt):
+def _retry(name, target, args, options, attempt):
     """`attempt(options)`; when it raises `ResourceExhaustedError`, again with half the
     chunk the estimate chose (down to one row), with one `MemoryWarning` naming the chunk
-    that fit, which later calls with this callable and options start from."""
-    remembered = _remembered(target)
-    known = remembered.get((name, options.how))
-    with _memory.recording() as plans:
-        try:
-            return attempt(_chunked(options, known) if known else options)
-        except tf.errors.ResourceExhaustedError as err:
-            failed = err
-    tried = known or min((p.chunk_size or p.rows for p in plans), default=None)
+    that fit, which later calls with this callable, options and input shapes start from.
+    Only the attempt that succeeds shows its plans (`compat_grads.memory_plans`)."""
+    remembered, key = _remembered(target), _fit_key(name, args, options)
+    known = remembered.get(key)
+    failed, outcome = _attempted(attempt, _chunked(options, known) if known else options)
+    if failed is None:
+        return outcome
+    plans = outcome  # what the attempt that ran out chose
+    tried = known or min((p.chunk_size or -(-p.rows // p.pieces) for p in plans),
+                         default=None)
     chunk = tried
     while chunk is not None and chunk > 1:
         chunk = -(-chunk // 2)
-        try:
-            result = attempt(_chunked(options, chunk))
-        except tf.errors.ResourceExhaustedError:
+        with _compile.retrying():
+            failed, result = _attempted(attempt, _chunked(options, chunk))
+        if failed is not None:
             continue
-        remembered[(name, options.how)] = chunk
+        remembered[key] = chunk
         warn(message(name, f"ran out of memory computing {tried} rows (or columns) at once "
                      f"(chunk_size='auto' chose them from an estimate): computed again with "
                      f"chunk_size={chunk}, which fit", f"Pass chunk_size={chunk} (or a "
                      "smaller memory_budget=) to skip the failed attempt; later calls of "
-                     "this callable with these options start from it."), MemoryWarning)
+                     "this callable with these options and input shapes start from it."),
+             MemoryWarning)
         return result
-    problem = (f"ran out of memory ({last_line(failed)}), and its sizes are known only at run "
-               "time, so chunk_size='auto' had no smaller chunk to try" if tried is None else
+    problem = (f"ran out of memory ({last_line(failed)}), and no chunk was chosen for it (its "
+               "sizes are known only at run time, or distribute= ran its pieces in replica "
+               "threads), so chunk_size='auto' had no smaller chunk to try" if tried is None else
                f"ran out of memory even one row (or column) at a time ({last_line(failed)})")
     raise tf.errors.ResourceExhaustedError(failed.node_def, failed.op, message(
         name, problem, "Pass an int chunk_size= to compute fewer rows at once, compute a part "
         "of the result (fewer sources or target elements), or products instead of the whole "
-        "matrix (jvp, vjp, hvp, per_element_gradients)."))
+        "matrix (jvp, vjp, hvp, per_element_gradients).")) from failed
+
+
+def _attempted(attempt, options):
+    """(None, the result) with the attempt's memory plans recorded, or (the
+    `ResourceExhaustedError`, the plans it chose) with none recorded."""
+    with _memory.recording(isolated=True) as plans:
+        try:
+            result = attempt(options)
+        except tf.errors.ResourceExhaustedError as err:
+            return err, plans
+    _memory.replay(plans)
+    return None, result
+
+
+def _fit_key(name, args, options):
+    """What a remembered chunk is for: the function, its options (a budget of 1 byte is not
+    the share 1.0) and the static shapes of its tensor arguments."""
+    shapes = tuple(tuple(leaf.shape) for leaf in tf.nest.flatten(args)
+                   if getattr(leaf, "shape", None) is not None and leaf.shape.rank is not None)
+    return name, options.how, type(options.how.memory_budget), shapes
 
 
 def _chunked(options, chunk):
@@ -241,7 +265,8 @@ def _attempt(spec, target, args, options, make_body):
     if (options.compile and callable(target) and options.tape is None
             and dispatch.runs_eagerly()):
         passed, body, estimator = _seed_as_input(args, options, make_body)
-        key = (spec.name, options.how, options.independent, options.loss_fn,
+        key = (spec.name, options.how, type(options.how.memory_budget), options.independent,
+               options.loss_fn,
                _distribute.hashable(options.distribute), options.gather, options.has_aux,
                options.return_value, options.flat, estimator)
         if run_compiled := _compile.compiled(target, passed, key, body, options.jit_compile,

@@ -7,6 +7,7 @@ without `distribute=`'s checks or the cache, as a function of the target and its
 """
 
 import collections
+import contextlib
 import functools
 import inspect
 import threading
@@ -123,6 +124,8 @@ class _Recompiles:
         self._builds = collections.Counter()  # (target, public name) -> entries built
 
     def note(self, owner, part, name, new_owner):
+        if getattr(_RETRYING, "on", False):  # each smaller chunk is one more entry, by design
+            return
         code = getattr(owner, "__code__", None)
         if code is not None and new_owner:
             self._new_callables[code] += 1
@@ -142,6 +145,20 @@ class _Recompiles:
                 "different options (a new loss_fn object, weights list or option value "
                 "on each call?)", "Create such objects once outside the loop, or pass "
                 "compile=False."), RuntimeWarning)
+
+
+_RETRYING = threading.local()
+
+
+@contextlib.contextmanager
+def retrying():
+    """Compiles inside the block are the out-of-memory retry's (a smaller chunk each): not
+    counted as options that change on every call."""
+    _RETRYING.on = True
+    try:
+        yield
+    finally:
+        _RETRYING.on = False
 
 
 def _reference(owner, callback=None):
@@ -317,8 +334,9 @@ def _compile(body, target, jit_compile, inputs):
     def call(*args):
         rest, passed = plan.split(args)
         return body(live(), (plan.sources(passed), *rest))
-    compiled = tf.function(call, autograph=False, jit_compile=jit_compile,
-                           reduce_retracing=True)
+    # One trace per input shape: its static sizes decide chunk_size="auto" and the row plan
+    # (relaxed shapes would leave both to run time, where nothing can be chosen).
+    compiled = tf.function(call, autograph=False, jit_compile=jit_compile)
     compiled._omit_frequent_tracing_warning = True  # ours names the caller's code instead
     return _Traced(compiled)
 
@@ -337,12 +355,12 @@ class _Traced:
         self.function = function
         self._concrete = {}  # input shapes and dtypes -> concrete function
         self._captures = {}  # id(concrete function) -> ids of the eager tensors it captured
+        self._plans = {}  # id(concrete function) -> the memory plans its trace chose
 
     def __call__(self, inputs, *rest):
         args = (*inputs.passed(), *rest)
         flat = all(isinstance(a, tf.Tensor) for a in args)
-        concrete = self._concrete_for(args) if flat else (
-            self.function.get_concrete_function(*args))
+        concrete = self._concrete_for(args) if flat else self._traced(args)
         captured = self._captures.get(id(concrete))
         if captured is None:
             captured = self._captures[id(concrete)] = frozenset(
@@ -350,20 +368,30 @@ class _Traced:
         found = tuple(p for p in inputs.passed_positions() if id(inputs.flat[p]) in captured)
         if found:
             raise _CapturedSources(found)
+        # The plans of the trace this call runs, at every call (`compat_grads.memory_plans`),
+        # once the trace is known to serve it.
+        _memory.replay(self._plans.get(id(concrete), ()))
         return concrete(*args) if flat else self.function(*args)
 
     def _concrete_for(self, args):
-        """The concrete function for these inputs; the memory plans its trace chose are
-        recorded again at each later call (`compat_grads.memory_plans`)."""
         key = tuple((a.dtype, tuple(a.shape)) for a in args)
-        found = self._concrete.get(key)
-        if found is None:
-            with _memory.recording() as plans:  # the outer recorders see them as they come
+        concrete = self._concrete.get(key)
+        if concrete is None:
+            concrete = self._concrete[key] = self._traced(args)
+        return concrete
+
+    def _traced(self, args):
+        """The concrete function for these inputs, its memory plans kept when this call
+        traced it (a trace another thread made first keeps that thread's)."""
+        try:
+            with _memory.recording(isolated=True) as plans:
                 concrete = self.function.get_concrete_function(*args)
-            self._concrete[key] = (concrete, tuple(plans))
-            return concrete
-        _memory.replay(found[1])
-        return found[0]
+        except Exception:  # the out-of-memory retry reads what the failed trace chose
+            _memory.replay(plans)
+            raise
+        if plans or id(concrete) not in self._plans:
+            self._plans[id(concrete)] = tuple(plans)
+        return concrete
 
 
 def _as_tensor(leaf):

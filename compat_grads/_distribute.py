@@ -292,7 +292,7 @@ def hessian_split(function, jacobian, target, sources, how) -> Split:
       how: the `compat_grads._options.How` of the call.
     """
     flat_sources, seen = tf.nest.flatten(sources), {}
-    first_how = dataclasses.replace(how, unconnected="zero", chunk_size="auto")
+    first_how = dataclasses.replace(how, unconnected="zero", chunk_size=None)
 
     def piece(r, count):
         blocks = []

@@ -62,7 +62,8 @@ class MemoryPlan:
       pieces: how many chunks run one after another (1: all at once).
       result_bytes: the result's size.
       row_bytes: one row's one-hot input, output and intermediates (the estimate).
-      peak_bytes: the estimated peak: the result and the rows in flight.
+      peak_bytes: the estimated peak: the result and the rows in flight, and the share of
+        the budget kept for the runtime (`RUNTIME_BYTES`, at most a quarter of it).
       budget_bytes: the budget the chunk was chosen for (None: chunk_size was given).
       all_at_once_bytes: the estimated peak of every row at once, for comparison.
     """
@@ -105,10 +106,11 @@ def memory_plans():
 
 
 @contextlib.contextmanager
-def recording():
-    """The `MemoryPlan`s chosen inside the block, in order (a list that fills as they are)."""
+def recording(isolated=False):
+    """The `MemoryPlan`s chosen inside the block, in order (a list that fills as they are);
+    `isolated`: kept from the recorders outside the block (the caller replays them)."""
     plans = []
-    token = _RECORDERS.set((*_RECORDERS.get(), plans))
+    token = _RECORDERS.set((plans,) if isolated else (*_RECORDERS.get(), plans))
     try:
         yield plans
     finally:
@@ -149,6 +151,8 @@ def fit(function, how, stacks, intermediates=None, moved=False):
         share = VECTORIZED_INTERMEDIATES if how.vectorize else 1
         sizes = _Sizes(known, share * (intermediates or 0), moved)
         budget = budget_bytes(how) if how.chunk_size == AUTO else None
+        if budget is not None and how.max_bytes is not None:
+            budget = min(budget, how.max_bytes)  # a chunk that max_bytes refuses fits nothing
         if budget is not None:
             how = dataclasses.replace(how, chunk_size=_choose(function, how, sizes, budget))
         _record(function, how, sizes, budget)
@@ -283,6 +287,8 @@ def check(function, how, stacks) -> None:
     """
     if how.max_bytes is None:
         return
+    if how.chunk_size == AUTO:  # "auto" could still compute it row by row
+        how = dataclasses.replace(how, chunk_size=1)
     known = [s for s in stacks if all(isinstance(n, int) for n in s)]
     result = sum(rows * out for rows, _, out in known)
     per_row = sum(row_in + out for _, row_in, out in known)

@@ -105,7 +105,8 @@ def check(function: str, *, compile, jit_compile, distribute=None, gather=True,
              for name, value in (("compile", compile), ("jit_compile", jit_compile))]
     checked = {name: _CHECKS[name](function, name, value) for name, value in options.items()}
     how = How(checked.get("strategy", "auto"), checked.get("unconnected_gradients", "none"),
-              checked.get("chunk_size", AUTO), checked.get("max_bytes"),
+              checked.get("chunk_size", AUTO if "chunk_size" in options else None),
+              checked.get("max_bytes"),
               memory_budget=checked.get("memory_budget"))
     return Options(how, checked.get("tape"), checked.get("independent", True),
                    checked.get("loss_fn"), *flags, distribute, gather,

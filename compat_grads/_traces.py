@@ -113,16 +113,18 @@ def _walk_how(backend, flat, how, batched):
     if how.strategy != "auto":
         return None
     sizes = [st.per_sample_size(x) if batched else st.size(x) for x in flat]
-    try:  # n directions, each carrying a tangent like each tensor on the path (and its S)
-        how = _memory.fit(backend.function, how, [(n, 0, _memory.nbytes(x))
-                                                  for n, x in zip(sizes, flat)],
-                          2 * (_cost.intermediates(backend) or 0))
-    except ValueError:
-        return None
-    if how.chunk_size is not None and any(  # a walk per chunk: the products loop instead
+    with _memory.recording(isolated=True) as plans:  # shown only when the walk is taken
+        try:  # n directions, each carrying a tangent like each tensor on the path (and S)
+            how = _memory.fit(backend.function, how, [(n, 0, _memory.nbytes(x))
+                                                      for n, x in zip(sizes, flat)],
+                              2 * (_cost.intermediates(backend) or 0))
+        except ValueError:
+            return None
+    if not backend.walkable() or how.chunk_size is not None and any(  # a walk per chunk:
             isinstance(n, int) and -(-n // how.chunk_size) > _forward_laplacian.WALKS
-            for n in sizes):
+            for n in sizes):  # the products loop instead
         return None
+    _memory.replay(plans)
     return how
 
 

@@ -213,3 +213,66 @@ def test_a_chunked_result_has_the_gradient_of_every_row_at_once(route, function,
     whole = gradient(None)
     assert whole is not None and np.all(np.isfinite(whole))
     np.testing.assert_allclose(gradient(2), whole, rtol=1e-5, atol=1e-6)
+
+
+def _tanh_twice(x):
+    return tf.tanh(x) * 2.0
+
+
+def test_each_input_shape_gets_its_own_chunk():
+    """A compiled callable traced again for a new shape sizes that shape (not a relaxed
+    [None], whose sizes are known only at run time and would run all at once)."""
+    for n in (1000, 2000, 3000):
+        with cg.memory_plans() as plans:
+            cg.stacked_jacobian(_tanh_twice, tf.ones([n]), memory_budget=60 * 2**20)
+        (plan,) = plans
+        assert plan.rows == n and plan.budget_bytes == 60 * 2**20, plans
+        assert (plan.chunk_size is None) == (n == 1000) and plan.peak_bytes <= 60 * 2**20
+
+
+def test_auto_chunks_what_max_bytes_would_refuse_all_at_once():
+    x = tf.ones([1000])  # 4 MB result; every row at once about 24 MB
+    with cg.memory_plans() as plans:
+        got = cg.stacked_jacobian(_tanh_twice, x, max_bytes=8_000_000)
+    assert plans[0].chunk_size is not None and plans[0].peak_bytes <= 8_000_000
+    np.testing.assert_array_equal(got, cg.stacked_jacobian(_tanh_twice, x, max_bytes=None,
+                                                           chunk_size=None))
+    with pytest.raises(ValueError, match=r"max_bytes=4000000"):  # the result alone: refused
+        cg.stacked_jacobian(_tanh_twice, x, max_bytes=4_000_000)
+
+
+def test_a_variable_source_shows_its_plan_at_every_call():
+    w = tf.Variable(X)
+    for _ in range(3):
+        with cg.memory_plans() as plans:
+            cg.stacked_jacobian(_mlp, w, memory_budget=4000)
+        assert len(plans) == 1 and plans[0].budget_bytes == 4000, plans
+
+
+def test_a_budget_of_one_byte_is_not_the_share_one():
+    x = tf.constant(X)
+    cg.stacked_jacobian(_field, x, memory_budget=1.0)
+    with pytest.raises(ValueError, match=r"memory_budget=1 \(1 B\) is too small"):
+        cg.stacked_jacobian(_field, x, memory_budget=1)
+
+
+def test_a_function_without_chunk_size_keeps_tensorflows_out_of_memory_error():
+    def f(x):
+        raise tf.errors.ResourceExhaustedError(None, None, "OOM in the target (raised here)")
+    with pytest.raises(tf.errors.ResourceExhaustedError, match=r"^OOM in the target"):
+        cg.jvp(f, tf.constant(X), tf.constant(X), compile=False)
+
+
+def _field_of_the_shapes(x):
+    return tf.tanh(tf.matmul(x, SQUARE)) * 3.0
+
+
+def test_a_remembered_chunk_is_for_its_input_shapes_only(out_of_memory):
+    with pytest.warns(cg.MemoryWarning, match=r"chunk_size=6, which fit"):
+        cg.stacked_jacobian(_field_of_the_shapes, tf.constant(X), strategy="reverse")
+    out_of_memory[0] = 10**6
+    with warnings.catch_warnings(), cg.memory_plans() as plans:
+        warnings.simplefilter("error")
+        cg.stacked_jacobian(_field_of_the_shapes, tf.constant(X[:3]), strategy="reverse")
+    assert [(p.rows, p.chunk_size) for p in plans] == [(12, None)]
+    assert plans[0].budget_bytes is not None  # chosen from the budget, not remembered
