@@ -279,16 +279,17 @@ def test_a_target_of_unknown_size_is_checked_to_be_a_scalar():
 
 
 def test_max_bytes_bounds_the_forward_laplacian_too():
-    """n directions of a 3000-element source do not fit in 100 kB: the products' check says
-    so (and how to chunk), and chunk_size= computes it."""
+    """n directions of a 3000-element source do not fit in 100 kB at once: all at once, the
+    products' check says so (and how to chunk); chunk_size= and "auto" compute it."""
     def f(x):
         return tf.reduce_sum(x ** 3)
     x = tf.ones([3000])
     with pytest.raises(ValueError, match=r"compat_grads\.hessian_diagonal: .*max_bytes=100000"
                        r".*Pass chunk_size="):
-        cg.hessian_diagonal(f, x, max_bytes=100000)
-    np.testing.assert_allclose(cg.hessian_diagonal(f, x, max_bytes=100000, chunk_size=7),
-                               np.full(3000, 6.0))
+        cg.hessian_diagonal(f, x, max_bytes=100000, chunk_size=None)
+    for chunk in (7, "auto"):
+        np.testing.assert_allclose(cg.hessian_diagonal(f, x, max_bytes=100000,
+                                                       chunk_size=chunk), np.full(3000, 6.0))
 
 
 DENSE = [np.random.default_rng(4).normal(size=s) / 2 for s in ([3, 16], [16, 3], [3, 16])]

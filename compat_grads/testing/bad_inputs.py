@@ -226,7 +226,7 @@ def _memory():
     x = np.array([1.0, 2.0, 3.0, 4.0], np.float32)  # result 64 bytes, 4 rows of 32 at once
     yield BadInput("rows in flight above max_bytes", "max-bytes-100",
                    lambda route, x: r.call(route, cg.stacked_jacobian, r.square, x,
-                                           max_bytes=100),
+                                           max_bytes=100, chunk_size=None),
                    Error(ValueError, "stacked_jacobian", (
                        r"result would take 64 bytes", r"192 bytes", r"max_bytes=100",
                        r"chunk_size=1 fits")), r.ROUTES + r.TF1_BOTH, inputs=(x,))
@@ -239,6 +239,7 @@ def _memory():
                    r.ROUTES + r.TF1_BOTH, inputs=(x,))
     for fits, options, tf1 in (("chunk-size-1", {"max_bytes": 100, "chunk_size": 1}, True),
                                ("budget-chunks", {"memory_budget": 400}, True),
+                               ("auto-chunks", {"max_bytes": 100}, True),
                                ("no-bound", {"max_bytes": None}, False)):
         yield BadInput("a chunk_size, memory_budget or max_bytes=None that fits",
                        f"max-bytes-{fits}",
