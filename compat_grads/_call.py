@@ -195,8 +195,11 @@ def _retry(name, target, args, options, attempt):
     chunk the estimate chose (down to one row), with one `MemoryWarning` naming the chunk
     that fit, which later calls with this callable, options and input shapes start from.
     Only the attempt that succeeds shows its plans (`compat_grads.memory_plans`)."""
-    remembered, key = _remembered(target), _fit_key(name, args, options)
-    known = remembered.get(key)
+    try:  # the common case, nothing remembered for this callable: no key to build per call
+        remembered = _FIT.get(target)
+    except TypeError:  # not weakly keyable
+        remembered = None
+    known = remembered and remembered.get(_fit_key(name, args, options))
     failed, outcome = _attempted(attempt, _chunked(options, known) if known else options)
     if failed is None:
         return outcome
@@ -210,7 +213,7 @@ def _retry(name, target, args, options, attempt):
             failed, result = _attempted(attempt, _chunked(options, chunk))
         if failed is not None:
             continue
-        remembered[key] = chunk
+        _remembered(target)[_fit_key(name, args, options)] = chunk
         warn(message(name, f"ran out of memory computing {tried} rows (or columns) at once "
                      f"(chunk_size='auto' chose them from an estimate): computed again with "
                      f"chunk_size={chunk}, which fit", f"Pass chunk_size={chunk} (or a "
