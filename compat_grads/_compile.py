@@ -341,6 +341,19 @@ def _compile(body, target, jit_compile, inputs):
     return _Traced(compiled)
 
 
+@functools.cache
+def _runs_flat(kind) -> bool:
+    """Whether a concrete function of this class runs from its flat inputs as every release
+    from 2.12 to 2.21 does: `_call_flat(tensor_inputs, captured_inputs)`, what its `__call__`
+    ends in after binding the arguments to the signature again (a third of a small compiled
+    call). A class that changed it gets the public call instead."""
+    try:
+        names = list(inspect.signature(kind._call_flat).parameters)[1:3]
+    except (AttributeError, TypeError, ValueError):
+        return False
+    return names[1:] == ["captured_inputs"] and names[0] in ("args", "tensor_inputs")
+
+
 class _Traced:
     """A tf.function and its concrete functions by input shapes and dtypes. Calling the
     concrete function directly skips tf.function's dispatch, tens of microseconds per call:
@@ -371,7 +384,11 @@ class _Traced:
         # The plans of the trace this call runs, at every call (`compat_grads.memory_plans`),
         # once the trace is known to serve it.
         _memory.replay(self._plans.get(id(concrete), ()))
-        return concrete(*args) if flat else self.function(*args)
+        if not flat:
+            return self.function(*args)
+        if _runs_flat(type(concrete)):  # the inputs match the trace: its key is their shapes
+            return concrete._call_flat(list(args), concrete.captured_inputs)
+        return concrete(*args)
 
     def _concrete_for(self, args):
         key = tuple((a.dtype, tuple(a.shape)) for a in args)

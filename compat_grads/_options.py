@@ -96,11 +96,34 @@ class Options:
         return self.has_aux or self.return_value
 
 
-def check(function: str, *, compile, jit_compile, distribute=None, gather=True,
-          **options) -> Options:
+_PLAIN = frozenset((bool, int, float, str, type(None)))
+"""The types of option values whose checked `Options` are remembered (`_CHECKED`)."""
+_CHECKED: dict = {}
+"""(function, (name, type, value) of each option) -> its `Options`, for calls whose options
+are all plain Python values: a training loop calls with the same few options every step,
+and checking them again would be a tenth of a small compiled call's time. The type is in
+the key because True == 1 and 1 == 1.0 would otherwise share an entry."""
+
+
+def check(function: str, **given) -> Options:
     """The `Options` of a public call: `compile` and `jit_compile` checked to be bools, then
-    `options` in their order (the enum to its string, numpy integers to int). `distribute`
-    and `gather` are checked by `compat_grads._distribute.check` when `distribute` is given."""
+    the function's own options in their order (the enum to its string, numpy integers to
+    int). `distribute` and `gather` are checked by `compat_grads._distribute.check` when
+    `distribute` is given. Options that were all plain values before come from `_CHECKED`."""
+    if not all(type(value) in _PLAIN for value in given.values()):
+        return _checked(function, **given)
+    key = (function, *((name, type(value), value) for name, value in given.items()))
+    options = _CHECKED.get(key)
+    if options is None:
+        options = _checked(function, **given)  # raises before anything is remembered
+        if len(_CHECKED) >= 1024:  # option values that change from call to call
+            _CHECKED.clear()
+        _CHECKED[key] = options
+    return options
+
+
+def _checked(function: str, *, compile, jit_compile, distribute=None, gather=True,
+             **options) -> Options:
     flags = [_check_bool(function, name, value)
              for name, value in (("compile", compile), ("jit_compile", jit_compile))]
     checked = {name: _CHECKS[name](function, name, value) for name, value in options.items()}
