@@ -101,6 +101,24 @@ def _cnn(init, dtype):
             layers.Flatten(dtype=dtype), _dense(init, dtype, 3)]
 
 
+def _conv_layers(*specs):
+    """Convolutions `(layer name, filters or None, options)` then a dense layer: each kind
+    whose per-example filter gradients compat_grads vectorizes itself
+    (`compat_grads._conv_gradients`)."""
+    def layers(init, dtype):
+        built = []
+        for name, filters, options in specs:
+            kernels = ({"depthwise_initializer": init(), "pointwise_initializer": init()}
+                       if "Separable" in name else {"depthwise_initializer": init()}
+                       if "Depthwise" in name else {"kernel_initializer": init()})
+            args = (() if filters is None else (filters,)) + (3,)
+            built.append(getattr(keras().layers, name)(
+                *args, activation="tanh", bias_initializer=init(), dtype=dtype, **kernels,
+                **options))
+        return [*built, keras().layers.Flatten(dtype=dtype), _dense(init, dtype, 3)]
+    return layers
+
+
 def _embedding(init, dtype):
     layers = keras().layers
     return [layers.Embedding(7, 4, input_length=3, embeddings_initializer=init(), dtype=dtype),
@@ -139,6 +157,16 @@ RNN_FALLBACKS = ("per_example_gradients@*", "*@tf1")
 CASES = (
     ModelCase("mlp", _mlp, (5,), strategies=({}, {"strategy": "loop"}, {"chunk_size": 3})),
     ModelCase("cnn", _cnn, (5, 5, 1), strategies=({}, {"chunk_size": 3})),
+    ModelCase("cnn_strided_dilated", _conv_layers(
+        ("Conv2D", 2, {"strides": 2, "padding": "same"}),
+        ("Conv2D", 2, {"dilation_rate": 2, "padding": "same"})), (6, 5, 2)),
+    ModelCase("conv1d", _conv_layers(("Conv1D", 3, {"strides": 2}), ("Conv1D", 2, {})),
+              (9, 2)),
+    ModelCase("depthwise_separable", _conv_layers(
+        ("DepthwiseConv2D", None, {"depth_multiplier": 2}),
+        ("SeparableConv2D", 2, {"padding": "same"})), (5, 5, 2)),
+    ModelCase("conv_transpose", _conv_layers(("Conv2DTranspose", 2, {"strides": 2})),
+              (3, 3, 2)),
     ModelCase("embedding", _embedding, (3,), vocabulary=7),
     ModelCase("batchnorm_inference", _batch_norm, (5,)),
     ModelCase("batchnorm_training", _batch_norm, (5,), training=True, coupled=True),
