@@ -17,11 +17,21 @@ from compat_grads.bench import suite
 def test_quick_suite_runs_and_reports(tmp_path):
     report = suite.run(quick=True, out_dir=str(tmp_path), plot=False, log=lambda _: None)
     workloads = {m["workload"] for m in report["measures"]}
-    assert len(workloads) == 9
+    overhead = {w for w in workloads if w.startswith("per-call overhead: ")}
+    assert {w.split(": ")[1] for w in overhead} == set(suite.OVERHEAD_FUNCTIONS)
+    cnns = {w for w in workloads if w.startswith("per-example gradients, CNN")}
+    assert len(cnns) == 4 and len(workloads) == 9 + 3 + len(overhead)
     for workload in workloads:
         rows = [m for m in report["measures"] if m["workload"] == workload]
-        assert sum(m["ours"] for m in rows) >= 1 and len(rows) >= 3
+        assert sum(m["ours"] for m in rows) >= 1 and len(rows) >= (
+            2 if workload in overhead else 3)
         assert all(m["ms"] > 0 for m in rows)
+    targets = {t["target"] for t in report["targets"]}
+    for workload in cnns:
+        assert (f"per_example_gradients eager vs vectorized_map(GradientTape) in tf.function "
+                f"({workload})") in targets
+        assert f"per_example_gradients eager vs one batched gradient ({workload})" in targets
+    assert sum(t.startswith("the bare tf.function vs ours") for t in targets) == len(overhead)
     recipes = {r["recipe"] for r in report["tf1_graph"]}
     assert any("map_fn" in r for r in recipes) and any("(auto)" in r for r in recipes)
     assert {(m["strategy"], bool(m["chunk_size"])) for m in report["memory"]} == {
@@ -47,6 +57,7 @@ def test_quick_suite_runs_and_reports(tmp_path):
     table = suite.markdown(report)
     assert table.startswith("| workload | recipe | ms | their ms / our eager ms |")
     assert "| target | measured | goal | met |" in table
+    assert "| workload | vs TF's best in tf.function | vs JAX's best |" in table
     assert "| TF1 CNN class rows: batch | recipe |" in table
     assert "| bigger than memory: m x n | result MB | all at once (estimate) MB |" in table
 
@@ -136,6 +147,7 @@ def test_traces_bench_prints_its_tables(traces_report):
     assert "| workload | d | recipe | ms | their ms / our ms | max rel. error |" in table
     assert "| TF1 graph: d | recipe | build s | ops | run ms | their run / ours |" in table
     assert "| target | measured | goal | met |" in table
+    assert "| workload | vs TF's best in tf.function | vs JAX's best |" in table
     assert table.count("| Laplacian | 2 |") == sum(
         m["workload"] == "Laplacian" for m in report["measures"])
 

@@ -64,10 +64,13 @@ def _nested_tapes(f, x):
     return outer.batch_jacobian(gradient, x)
 
 
-def _time(workload, recipes, reference, repeats, as_array=np.asarray):
-    """Checks every recipe against `reference`, then times them side by side."""
+def _time(workload, recipes, reference, repeats, as_array=np.asarray, unchecked=()):
+    """Checks every recipe (but those `unchecked`, which the workload checked otherwise)
+    against `reference`, then times them side by side."""
     want = as_array(reference())
     for name, fn in recipes.items():
+        if name in unchecked:
+            continue
         got = as_array(fn())
         np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-4 * max(1.0, np.abs(want).max()),
                                    err_msg=f"{workload}: {name} disagrees with compat_grads")
@@ -221,6 +224,17 @@ def per_sample_hessian(batch, features, repeats):
                  recipes[f"{OURS} batch_hessian, eager"], repeats)
 
 
+CNN_KINDS = {
+    "CNN": lambda layers: layers.Conv2D(8, 3, activation="relu"),
+    "CNN strided": lambda layers: layers.Conv2D(8, 3, strides=2, padding="same",
+                                                activation="relu"),
+    "CNN dilated": lambda layers: layers.Conv2D(8, 3, dilation_rate=2, activation="relu"),
+    "CNN depthwise": lambda layers: layers.DepthwiseConv2D(3, depth_multiplier=8,
+                                                           activation="relu"),
+}
+"""The first layer of each per-example CNN workload (12x12x1 inputs, then a dense layer)."""
+
+
 def _keras_model(kind, seed=0):
     keras = keras2()
     keras.utils.set_random_seed(seed)
@@ -228,7 +242,7 @@ def _keras_model(kind, seed=0):
     if kind == "MLP":
         return keras.Sequential([keras.Input((32,)), layers.Dense(64, activation="tanh"),
                                  layers.Dense(10)]), (32,)
-    return keras.Sequential([keras.Input((12, 12, 1)), layers.Conv2D(8, 3, activation="relu"),
+    return keras.Sequential([keras.Input((12, 12, 1)), CNN_KINDS[kind](layers),
                              layers.Flatten(), layers.Dense(10)]), (12, 12, 1)
 
 
@@ -253,6 +267,12 @@ def per_example(kind, batch, repeats):
     def flat(grads):  # for the check only: every recipe returns one tensor per weight
         return np.concatenate([np.reshape(g, (batch, -1)) for g in grads], 1)
 
+    @tf.function
+    def batched():  # the floor: one gradient of the whole batch's loss, not per example
+        with tf.GradientTape() as tape:
+            value = tf.reduce_sum(loss(y, model(x), from_logits=True))
+        return tape.gradient(value, model.trainable_weights)
+
     logits_loss = lambda t, p: loss(t, p, from_logits=True)  # noqa: E731
     in_function = tf.function(lambda x, y: cg.per_example_gradients(logits_loss, model, x, y))
     vectorized = tf.function(lambda x, y: tf.vectorized_map(lambda a: one(*a), (x, y)))
@@ -263,8 +283,47 @@ def per_example(kind, batch, repeats):
         "eager loop of GradientTape.gradient over examples": loop,
         "vectorized_map(GradientTape) in tf.function": lambda: vectorized(x, y),
     }
+    summed = [np.sum(g, 0) for g in recipes[f"{OURS} per_example_gradients, eager"]()]
+    for got, want in zip(batched(), summed):
+        np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-4)
+    recipes[FLOOR] = batched
     return _time(f"per-example gradients, {kind} (b={batch})", recipes,
-                 recipes[f"{OURS} per_example_gradients, eager"], repeats, as_array=flat)
+                 recipes[f"{OURS} per_example_gradients, eager"], repeats, as_array=flat,
+                 unchecked=(FLOOR,))
+
+
+FLOOR = "one batched gradient (not per example), compiled"
+"""The per-example workloads' floor: what one gradient of the batch costs (checked against
+the sum of ours over examples, so not against ours)."""
+
+
+def call_overhead(function, repeats):
+    """The per-call cost of the compiled eager route on a tiny input: ours against the
+    tf.function our cache built for the call, called directly (the same graph: only the
+    call path differs)."""
+    from compat_grads import _compile
+
+    x = tf.constant([0.5, -1.0, 2.0])
+    v = tf.constant([1.0, 2.0, -1.0])
+    f = _OVERHEAD_TARGETS[function]
+    args = {"jvp": (x, v), "vjp": (x, v), "batch_jacobian": (x[:, None],)}.get(function, (x,))
+
+    def ours():
+        return getattr(cg, function)(f, *args)
+    _compile.CACHE.clear()
+    ours()
+    (entry,) = _compile.CACHE._entries.values()
+    traced = entry.compiled.function
+    recipes = {f"{OURS} {function}, eager": ours,
+               "the same tf.function, called directly": lambda: traced(*args)}
+    return _time(f"per-call overhead: {function}", recipes, ours, repeats)
+
+
+_OVERHEAD_TARGETS = {
+    "stacked_jacobian": lambda x: tf.sin(x) * x, "per_element_gradients": tf.sin,
+    "jvp": lambda x: tf.sin(x) * x, "vjp": lambda x: tf.sin(x) * x,
+    "hessian": lambda x: tf.reduce_sum(tf.sin(x) * x),
+    "batch_jacobian": lambda x: tf.tanh(x) * x}
 
 
 def _cnn(seed=0):
