@@ -1,10 +1,17 @@
-"""Every matrix item in a TF1 graph (Session), on every TF1 route, against the oracle and, among
-the graph routes, bit for bit against tf1.tensor (which the TF2 suite compares bit for bit
-with the TF2 graph routes)."""
+"""Every matrix item in a TF1 graph (Session), against the oracle and, among the graph
+routes, bit for bit against tf1.tensor (which the TF2 suite compares bit for bit with the
+TF2 graph routes). Every item runs tf1.tensor and one of tf1.callable and tf1.tape, by turns
+(`matrix.route_plan`: every case, function and strategy meets both);
+`COMPAT_GRADS_MATRIX=full` runs every item on every TF1 route."""
+
+import os
 
 import pytest
 
-from compat_grads.testing import TF1_ROUTES, checks, items
+from compat_grads.testing import TF1_ROUTES, checks, items, matrix
+
+ITEMS = items()
+PLAN = matrix.route_plan(ITEMS, TF1_ROUTES, full=os.environ.get("COMPAT_GRADS_MATRIX") == "full")
 
 
 def test_this_process_is_tf1():
@@ -17,8 +24,19 @@ def test_this_process_is_tf1():
     assert cg.execution_mode() == "graph"
 
 
-@pytest.mark.parametrize("item", items(), ids=str)
+@pytest.mark.parametrize("item", ITEMS, ids=str)
 def test_matrix(item):
-    problems, results, _, _ = checks.check_item(item, TF1_ROUTES, "tf1.tensor")
+    problems, results, _, _ = checks.check_item(item, PLAN[item.id], "tf1.tensor")
     assert not problems, "\n".join(problems)
-    assert set(results) == {r for r in TF1_ROUTES if item.applies(r)}
+    assert set(results) == set(PLAN[item.id])
+
+
+def test_each_case_function_and_strategy_meets_every_tf1_route():
+    full = matrix.route_plan(ITEMS, TF1_ROUTES, full=True)
+    turns = matrix.route_plan(ITEMS, TF1_ROUTES)
+    for item in ITEMS:  # tf1.tensor, the reference, wherever it applies, and one more
+        assert ("tf1.tensor" in turns[item.id]) == item.applies("tf1.tensor")
+        assert len(turns[item.id]) == min(2, len(full[item.id]))
+    for key in (lambda i: i.case.name, lambda i: i.function, lambda i: i.strategy):
+        met = {(key(item), route) for item in ITEMS for route in turns[item.id]}
+        assert met == {(key(item), route) for item in ITEMS for route in full[item.id]}

@@ -1,16 +1,23 @@
-"""Every matrix item on every TF2 route (v1 Graph, tf.function, eager), against the oracle,
+"""Every matrix item on every TF2 mode (v1 Graph, tf.function, eager), against the oracle,
 against each other, and bit for bit against the TF1 graph route run in its own process.
 
-The TF1 process runs the tensor route only: the TF1 suite (tests_tf1/test_matrix.py) holds
-every TF1 route to the oracle and to tf1.tensor bit for bit, so each TF1 route equals the TF2
-graph routes bit for bit through tf1.tensor, and running tf1.callable here again would only
-repeat that work."""
+Each item runs eager on each of its routes and a v1 Graph and tf.function on one route each,
+by turns (`matrix.route_plan`: every case, function and strategy meets every route);
+`COMPAT_GRADS_MATRIX=full` runs every item on every route. The TF1 process runs the tensor
+route only: the TF1 suite (tests_tf1/test_matrix.py) holds the TF1 routes to the oracle and
+to tf1.tensor bit for bit, so each TF1 route equals the TF2 graph routes bit for bit through
+tf1.tensor, and running tf1.callable here again would only repeat that work."""
+
+import collections
+import os
 
 import pytest
 
-from compat_grads.testing import TF2_ROUTES, checks, items
+from compat_grads.testing import TF2_ROUTES, checks, items, matrix
 
 ITEMS = items()
+FULL = os.environ.get("COMPAT_GRADS_MATRIX") == "full"
+PLAN = matrix.route_plan(ITEMS, TF2_ROUTES, full=FULL)
 
 
 @pytest.fixture(scope="session")
@@ -21,10 +28,10 @@ def tf1_results():
 @pytest.mark.parametrize("item", ITEMS, ids=str)
 def test_matrix(item, tf1_results):
     extra = tf1_results[item.id]
-    problems, results, _, _ = checks.check_item(item, TF2_ROUTES, "tf1.tensor", extra)
+    problems, results, _, _ = checks.check_item(item, PLAN[item.id], "tf1.tensor", extra)
     assert not problems, "\n".join(problems)
-    expected = {r for r in (*TF2_ROUTES, "tf1.tensor") if item.applies(r)}
-    assert set(results) == expected
+    assert set(results) == {*PLAN[item.id], "tf1.tensor"} & {
+        r for r in (*TF2_ROUTES, "tf1.tensor") if item.applies(r)}
 
 
 def test_tf1_process_really_ran_tf1(tf1_results):
@@ -32,3 +39,31 @@ def test_tf1_process_really_ran_tf1(tf1_results):
     matmul = tf1_results["matmul_column-stacked_jacobian-auto"]["tf1.tensor"]
     assert matmul.error is None
     assert matmul.values[1].shape == (100, 1, 50, 1)  # after the value (return_value)
+
+
+def _met(plan, key):
+    return {(key(item), route) for item in ITEMS for route in plan[item.id]}
+
+
+def test_every_item_runs_every_mode_and_each_case_function_and_strategy_every_route():
+    full = matrix.route_plan(ITEMS, TF2_ROUTES, full=True)
+    turns = matrix.route_plan(ITEMS, TF2_ROUTES)
+    for item in ITEMS:
+        assert {r.split(".")[0] for r in turns[item.id]} == {"v1_graph", "function", "eager"}
+        assert set(turns[item.id]) <= set(full[item.id])
+        eager = {r for r in full[item.id] if r.startswith("eager.")}
+        assert eager <= set(turns[item.id]), item.id
+    for key in (lambda i: i.case.name, lambda i: i.function, lambda i: i.strategy):
+        assert _met(turns, key) == _met(full, key)
+    # the graph routes by turns: about half of all the runs, spread evenly
+    assert sum(map(len, turns.values())) < 0.6 * sum(map(len, full.values()))
+    runs = collections.Counter(r for routes in turns.values() for r in routes
+                               if r.startswith("function."))
+    assert max(runs.values()) < 1.5 * min(runs.values())
+
+
+def test_the_plan_does_not_depend_on_which_items_are_selected():
+    # `pytest -k` runs a subset with the routes the whole matrix gives it
+    assert PLAN == matrix.route_plan(ITEMS, TF2_ROUTES, full=FULL)
+    if FULL:
+        assert all(set(PLAN[i.id]) == {r for r in TF2_ROUTES if i.applies(r)} for i in ITEMS)

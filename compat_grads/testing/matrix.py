@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import fnmatch
 
@@ -11,7 +12,7 @@ import compat_grads as cg
 from compat_grads._options import STRATEGIES
 from compat_grads._tf import tf
 from compat_grads.testing.cases import CASES, Case
-from compat_grads.testing.modes import canonical
+from compat_grads.testing.modes import EAGER, TF1, canonical
 
 FIRST_ORDER = ("stacked_jacobian", "per_element_gradients", "batch_jacobian")
 SECOND_ORDER = ("hessian", "batch_hessian")
@@ -232,6 +233,45 @@ def select(all_items: list, pattern: str | None) -> list:
     pattern = canonical(pattern)
     glob = pattern if any(ch in pattern for ch in "*?[") else f"*{pattern}*"
     return [item for item in all_items if fnmatch.fnmatch(item.id, glob)]
+
+
+def route_plan(selected: list, routes, full: bool = False) -> dict:
+    """{item id: the routes of `routes` it runs}, for the items `selected` (in order).
+
+    With `full`, every route that applies. Otherwise every item runs every mode of `routes`:
+    eager on each of its routes (compiled, uncompiled and with a tape: three ways in), the
+    TF1 graph on tensor (the route every other is compared with bit for bit) plus one of its
+    others, and a v1 Graph and tf.function on one of theirs. The turn goes to the applicable
+    route that the item's case, function or strategy has met least (ties: the case's count,
+    then the function's, the strategy's, the order of `routes`), so each of them meets
+    every route; the graph routes of a mode, which run the same algorithm and are compared
+    bit for bit, are not all built again for every item. The plan of an item does not
+    depend on which other items run after it: `selected` is the whole matrix, and
+    `pytest -k` picks from the plan.
+    """
+    by_mode = collections.defaultdict(list)
+    for route in routes:
+        by_mode[route.split(".")[0]].append(route)
+    met = collections.Counter()
+    plan = {}
+    for item in selected:
+        chosen = []
+        for mode, mode_routes in by_mode.items():
+            applicable = [r for r in mode_routes if item.applies(r)]
+            if full or mode == EAGER:
+                chosen += applicable
+                continue
+            fixed = [r for r in applicable if mode == TF1 and r.endswith(".tensor")]
+            rest = [r for r in applicable if r not in fixed]
+            keys = (("case", item.case.name), ("function", item.function),
+                    ("strategy", item.strategy))
+            turn = min(rest, default=None, key=lambda r: (
+                min(met[k, r] for k in keys), [met[k, r] for k in keys], rest.index(r)))
+            chosen += fixed + ([turn] if turn else [])
+            if turn:
+                met.update((k, turn) for k in keys)
+        plan[item.id] = tuple(chosen)
+    return plan
 
 
 QUICK_RULE = ("every case, every function with every strategy, both unconnected modes, "
