@@ -75,12 +75,13 @@ def filter_gradient(x, w, g, attrs, depthwise=False):
     as this einsum in the measurements so far)."""
     nchw = attrs["data_format"] == b"NCHW"
     strides, dilations = (_spatial(attrs[k], nchw) for k in ("strides", "dilations"))
-    if nchw:
-        x, g = (tf.transpose(t, [0, 2, 3, 1]) for t in (x, g))
-    x_dims, w_dims, g_dims = _dims(x), _dims(w), _dims(g)
+    x_dims, g_dims = (_nhwc(_dims(t), nchw) for t in (x, g))
+    w_dims = _dims(w)
     pads = _paddings(attrs, x_dims, w_dims, strides, dilations, nchw)
     if pads is None or None in g_dims[1:3] or len(w_dims) != 4 or None in w_dims:
-        return _tensorflows(x, w, g, attrs, nchw, depthwise)
+        return _tensorflows(x, w, g, attrs, depthwise)
+    if nchw:
+        x, g = (tf.transpose(t, [0, 2, 3, 1]) for t in (x, g))
     out = g_dims[1:3]
     x = tf.pad(x, [[0, 0], *pads, [0, 0]])
     (kh, kw), (sh, sw), (dh, dw) = w_dims[:2], strides, dilations
@@ -95,9 +96,7 @@ def filter_gradient(x, w, g, attrs, depthwise=False):
     return tf.reshape(dw_, w_dims)
 
 
-def _tensorflows(x, w, g, attrs, nchw, depthwise):
-    if nchw:
-        x, g = (tf.transpose(t, [0, 3, 1, 2]) for t in (x, g))
+def _tensorflows(x, w, g, attrs, depthwise):
     op = (tf.raw_ops.DepthwiseConv2dNativeBackpropFilter if depthwise
           else tf.raw_ops.Conv2DBackpropFilter)
     return op(input=x, filter_sizes=tf.shape(w), out_backprop=g, **attrs)
@@ -107,6 +106,11 @@ def _dims(t) -> list:
     """The static sizes (None where unknown; [None] * 4 for an unknown rank: a TF1 graph
     gives Dimensions, which do no arithmetic)."""
     return t.shape.as_list() if t.shape.rank is not None else [None] * 4
+
+
+def _nhwc(dims: list, nchw: bool) -> list:
+    """Sizes of an NCHW tensor in NHWC order (unchanged for NHWC)."""
+    return [dims[0], *dims[2:], dims[1]] if nchw and len(dims) == 4 else dims
 
 
 def _spatial(values, nchw):

@@ -76,6 +76,20 @@ def test_unknown_sizes_keep_tensorflows_gradient():
     assert "Conv2DBackpropFilter" in ops and "Einsum" not in ops
 
 
+def test_unknown_sizes_channels_first_give_tensorflows_op_the_tensors_as_they_are():
+    # built only: TensorFlow's CPU kernels run NHWC alone
+    w = tf.constant(RNG.standard_normal((3, 3, 2, 2)))
+    attrs = {"strides": [1, 1, 1, 1], "padding": b"SAME", "explicit_paddings": [],
+             "dilations": [1, 1, 1, 1], "data_format": b"NCHW"}
+    spec = tf.TensorSpec([None, 2, None, None], tf.float64)
+    graph = tf.function(lambda x, g: _conv_gradients.filter_gradient(x, w, g, attrs))
+    ops = graph.get_concrete_function(spec, spec).graph.get_operations()
+    (op,) = [op for op in ops if op.type == "Conv2DBackpropFilter"]
+    assert op.get_attr("data_format") == b"NCHW"
+    assert [t.op.type for t in (op.inputs[0], op.inputs[2])] == ["Placeholder"] * 2
+    assert not any(op.type == "Transpose" for op in ops)
+
+
 LAYERS = {
     "conv2d": lambda L: [L.Conv2D(4, 3, activation="tanh"), L.Conv2D(3, 2)],
     "strided": lambda L: [L.Conv2D(4, 3, strides=2, padding="same", activation="tanh")],
