@@ -9,7 +9,13 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from compat_grads._errors import DerivativeError, MemoryWarning, ModeError, VectorizationWarning
+from compat_grads._errors import (
+    DerivativeError,
+    MemoryWarning,
+    ModeError,
+    VectorizationWarning,
+    XlaWarning,
+)
 from compat_grads._memory import MemoryPlan, memory_plans
 
 if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and IDEs
@@ -52,6 +58,7 @@ __all__ = [
     "MemoryWarning",
     "ModeError",
     "VectorizationWarning",
+    "XlaWarning",
     "batch_divergence",
     "batch_hessian",
     "batch_hessian_diagonal",

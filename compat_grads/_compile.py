@@ -17,7 +17,7 @@ import weakref
 import numpy as np
 
 from compat_grads import _memory
-from compat_grads._errors import message, warn
+from compat_grads._errors import XlaWarning, message, warn
 from compat_grads._models import unwrap_variable
 from compat_grads._structure import graph_of
 from compat_grads._tf import tf
@@ -207,7 +207,7 @@ def compiled(target, args, key, body, jit_compile, bind_sources=False):
     def run():
         inputs = _Inputs(sources, bind_sources)
         while True:  # each round binds more sources: at most one round per source
-            build = functools.partial(_compile, body, target, jit_compile, inputs)
+            build = functools.partial(_compile, body, target, jit_compile, inputs, key[0])
             traced = CACHE.get(target, (*key, inputs.key), build, inputs.bound)
             try:
                 return traced(inputs, *rest)
@@ -328,17 +328,21 @@ def _weak_callable(target):
     return _reference(target)
 
 
-def _compile(body, target, jit_compile, inputs):
+def _compile(body, target, jit_compile, inputs, name):
     live, plan = _weak_callable(target), inputs.plan()
 
     def call(*args):
         rest, passed = plan.split(args)
         return body(live(), (plan.sources(passed), *rest))
+    return _Traced(_function(call, jit_compile), name)
+
+
+def _function(call, jit_compile):
     # One trace per input shape: its static sizes decide chunk_size="auto" and the row plan
     # (relaxed shapes would leave both to run time, where nothing can be chosen).
     compiled = tf.function(call, autograph=False, jit_compile=jit_compile)
     compiled._omit_frequent_tracing_warning = True  # ours names the caller's code instead
-    return _Traced(compiled)
+    return compiled
 
 
 @functools.cache
@@ -364,13 +368,37 @@ class _Traced:
     passed to it as a source: the callable reads it by closure, where passing it would make
     it a second tensor, and it must be bound in instead."""
 
-    def __init__(self, function):
-        self.function = function
+    def __init__(self, function, name=""):
+        self.function, self.name = function, name
         self._concrete = {}  # input shapes and dtypes -> concrete function
         self._captures = {}  # id(concrete function) -> ids of the eager tensors it captured
         self._plans = {}  # id(concrete function) -> the memory plans its trace chose
 
     def __call__(self, inputs, *rest):
+        if not self.function._jit_compile:
+            return self._call(inputs, *rest)
+        try:
+            return self._call(inputs, *rest)
+        except tf.errors.ResourceExhaustedError:
+            raise  # the out-of-memory retry's, not XLA's
+        except tf.errors.OpError as err:
+            return self._without_xla(err, inputs, *rest)
+
+    def _without_xla(self, err, inputs, *rest):
+        """The call compiled without XLA after XLA failed with `err`: if that runs, XLA was
+        the cause, and from now on this function runs without it (one warning); if it
+        fails too, its error is the real one."""
+        plain = _Traced(_function(self.function.python_function, False), self.name)
+        result = plain._call(inputs, *rest)
+        warn(message(self.name, f"XLA could not compile this call ({_xla_reason(err)})",
+                     "Ran it compiled without XLA instead (same values); later calls with "
+                     "this callable and options do too. Drop jit_compile=True to skip the "
+                     "attempt."), XlaWarning)
+        self.function, self._concrete, self._captures, self._plans = (
+            plain.function, plain._concrete, plain._captures, plain._plans)
+        return result
+
+    def _call(self, inputs, *rest):
         args = (*inputs.passed(), *rest)
         flat = all(isinstance(a, tf.Tensor) for a in args)
         concrete = self._concrete_for(args) if flat else self._traced(args)
@@ -409,6 +437,12 @@ class _Traced:
         if plans or id(concrete) not in self._plans:
             self._plans[id(concrete)] = tuple(plans)
         return concrete
+
+
+def _xla_reason(err) -> str:
+    """XLA's reason, the first line of its error (the rest is TensorFlow's stack)."""
+    text = getattr(err, "message", str(err))
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")[:200]
 
 
 def _as_tensor(leaf):

@@ -69,11 +69,14 @@ class Facts:
     kinds: frozenset
 
 
-def plan(rows, facts: Facts) -> Plan:
-    """The plan for `rows` rows (an int, or None when only known at run time)."""
+def plan(rows, facts: Facts, xla: bool = False) -> Plan:
+    """The plan for `rows` rows (an int, or None when only known at run time); `xla`: the
+    graph is compiled by XLA, which fuses the vectorized rows' ops, while its while_loop runs
+    the rows one after another (so large rows stay vectorized there)."""
     if facts.kinds & LOOP_OPS:  # one trace in a while_loop, not one per separate pass
         return Plan(False)
-    if facts.kinds & ONE_BY_ONE_OPS or (facts.row_bytes or 0) > ROW_BYTES:
+    large = (facts.row_bytes or 0) > ROW_BYTES and not xla
+    if facts.kinds & ONE_BY_ONE_OPS or large:
         return Plan(False, separate=isinstance(rows, int) and rows <= FEW_ROWS)
     return Plan(True)
 

@@ -38,7 +38,8 @@ PARAGRAPHS = {
     "compile": "compile: in eager mode, run a callable target through a tf.function traced "
                "once per callable, options and input shapes, and cached (False: run it "
                "eagerly).",
-    "jit_compile": "jit_compile: compile that tf.function with XLA.",
+    "jit_compile": "jit_compile: compile that tf.function with XLA (where XLA cannot, an "
+                   "`XlaWarning` and the call runs without XLA).",
     "devices": "Or a list of device names (the TF1 way: the pieces are placed with "
                "`tf.device` in one graph). `chunk_size` applies within each piece; see the "
                '"Several devices and workers" page.',

@@ -33,6 +33,11 @@ class MemoryWarning(UserWarning):
     smaller chunks (the warning names the chunk that fit)."""
 
 
+class XlaWarning(UserWarning):
+    """An eager call with `jit_compile=True` that XLA could not compile ran compiled without
+    XLA instead, with the same result; the warning gives XLA's reason."""
+
+
 def describe(value) -> str:
     """A short description of what the caller passed, for error messages."""
     kind = type(value).__name__

@@ -112,7 +112,8 @@ def _plan(backend, count, how) -> _cost.Plan:
     if not how.planned:
         return _cost.Plan(True)
     return _cost.plan(count if isinstance(count, int) else None,
-                      _cost.path_facts(backend.targets, backend.path_ops))
+                      _cost.path_facts(backend.targets, backend.path_ops),
+                      xla=dispatch.compiles_with_xla())
 
 
 def _loop(backend, fn, count, like, chunk, at, vectorizing, separate=False):

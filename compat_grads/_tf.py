@@ -38,6 +38,12 @@ from tensorflow.python.eager import tape as _tape_set  # noqa: E402
 
 push_tape, pop_tape = _tape_set.push_tape, _tape_set.pop_tape
 
+# Whether a graph is built for XLA (a tf.function with jit_compile=True traces its body in an
+# XLA control-flow context): what tf.function itself asks, private, the same from 2.12 on.
+from tensorflow.python.ops import control_flow_util as _control_flow_util  # noqa: E402
+
+graph_in_xla_context = _control_flow_util.GraphOrParentsInXlaContext
+
 
 def tape_set_records(tensor) -> bool:
     """Whether a tape in this thread's set of active tapes watched `tensor` or recorded the

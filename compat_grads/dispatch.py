@@ -13,7 +13,7 @@ traced inside such a graph; "function" is a `tf.function` traced from eager code
 from compat_grads._errors import ModeError, message
 from compat_grads._models import is_keras3
 from compat_grads._structure import Problem, eager_tensor_error, graph_of, leaf_paths
-from compat_grads._tf import tf
+from compat_grads._tf import graph_in_xla_context, tf
 from compat_grads._types import Mode
 from compat_grads._value import Capture
 from compat_grads.backends.graph import GraphBackend
@@ -142,6 +142,15 @@ def _check_second_order(problem: Problem):
             problem.function, "target is an eager tensor, but a second-order derivative "
             "needs to run the computation again",
             "Pass a callable f(sources) that computes the target."))
+
+
+def compiles_with_xla() -> bool:
+    """Whether the graph being built is compiled by XLA: the body of a `tf.function` with
+    `jit_compile=True` (ours or the caller's), or a graph nested in one. Eager code is not.
+    A static fact of the graph, which `strategy="auto"` reads (`_cost.plan`)."""
+    if runs_eagerly():
+        return False
+    return graph_in_xla_context(tf.compat.v1.get_default_graph())
 
 
 def as_graph(build):

@@ -2,8 +2,9 @@
 against each other, and bit for bit against the TF1 graph route run in its own process.
 
 Each item runs eager on each of its routes and a v1 Graph and tf.function on one route each,
-by turns (`matrix.route_plan`: every case, function and strategy meets every route);
-`COMPAT_GRADS_MATRIX=full` runs every item on every route. The TF1 process runs the tensor
+by turns (`matrix.route_plan`: every case, function and strategy meets every route), and the
+quick check's items run with XLA too (jit_compile=True); `COMPAT_GRADS_MATRIX=full` runs every
+item on every route. The TF1 process runs the tensor
 route only: the TF1 suite (tests_tf1/test_matrix.py) holds the TF1 routes to the oracle and
 to tf1.tensor bit for bit, so each TF1 route equals the TF2 graph routes bit for bit through
 tf1.tensor, and running tf1.callable here again would only repeat that work."""
@@ -13,11 +14,14 @@ import os
 
 import pytest
 
-from compat_grads.testing import TF2_ROUTES, checks, items, matrix
+from compat_grads.testing import TF2_ROUTES, XLA_ROUTES, checks, items, matrix
 
 ITEMS = items()
 FULL = os.environ.get("COMPAT_GRADS_MATRIX") == "full"
-PLAN = matrix.route_plan(ITEMS, TF2_ROUTES, full=FULL)
+ROUTES = (*TF2_ROUTES, *XLA_ROUTES)
+TURNS = matrix.route_plan(ITEMS, ROUTES)
+EVERY = matrix.route_plan(ITEMS, ROUTES, full=True)
+PLAN = EVERY if FULL else TURNS
 
 
 @pytest.fixture(scope="session")
@@ -31,7 +35,7 @@ def test_matrix(item, tf1_results):
     problems, results, _, _ = checks.check_item(item, PLAN[item.id], "tf1.tensor", extra)
     assert not problems, "\n".join(problems)
     assert set(results) == {*PLAN[item.id], "tf1.tensor"} & {
-        r for r in (*TF2_ROUTES, "tf1.tensor") if item.applies(r)}
+        r for r in (*ROUTES, "tf1.tensor") if item.applies(r)}
 
 
 def test_tf1_process_really_ran_tf1(tf1_results):
@@ -46,10 +50,10 @@ def _met(plan, key):
 
 
 def test_every_item_runs_every_mode_and_each_case_function_and_strategy_every_route():
-    full = matrix.route_plan(ITEMS, TF2_ROUTES, full=True)
-    turns = matrix.route_plan(ITEMS, TF2_ROUTES)
+    full, turns = EVERY, TURNS
     for item in ITEMS:
-        assert {r.split(".")[0] for r in turns[item.id]} == {"v1_graph", "function", "eager"}
+        modes = {r.split(".")[0] for r in turns[item.id]} - {"xla"}
+        assert modes == {"v1_graph", "function", "eager"}
         assert set(turns[item.id]) <= set(full[item.id])
         eager = {r for r in full[item.id] if r.startswith("eager.")}
         assert eager <= set(turns[item.id]), item.id
@@ -62,8 +66,13 @@ def test_every_item_runs_every_mode_and_each_case_function_and_strategy_every_ro
     assert max(runs.values()) < 1.5 * min(runs.values())
 
 
-def test_the_plan_does_not_depend_on_which_items_are_selected():
+def test_the_plan_is_the_whole_matrixs_whatever_pytest_selects():
     # `pytest -k` runs a subset with the routes the whole matrix gives it
-    assert PLAN == matrix.route_plan(ITEMS, TF2_ROUTES, full=FULL)
-    if FULL:
-        assert all(set(PLAN[i.id]) == {r for r in TF2_ROUTES if i.applies(r)} for i in ITEMS)
+    assert set(PLAN) == {item.id for item in items()}
+    assert all(set(EVERY[i.id]) == {r for r in ROUTES if i.applies(r)} for i in ITEMS)
+
+
+def test_xla_runs_the_quick_checks_items():
+    xla = {item.id for item in ITEMS if "xla.callable" in TURNS[item.id]}
+    assert xla == {item.id for item in matrix.quick(ITEMS)}
+    assert any(item.chunk_size for item in ITEMS if item.id in xla)  # the fallback is met

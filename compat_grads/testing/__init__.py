@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and
     from compat_grads.testing.matrix import Item, items
     from compat_grads.testing.port import DERIVATIVES, PORT_MODES, compare_port
     from compat_grads.testing.port_report import PortReport, PortRow
-    from compat_grads.testing.routes import TF1_ROUTES, TF2_ROUTES, Result, run
+    from compat_grads.testing.routes import TF1_ROUTES, TF2_ROUTES, XLA_ROUTES, Result, run
     from compat_grads.testing.tolerances import PORT_TOLERANCE
 
 _LAZY = {
@@ -28,14 +28,14 @@ _LAZY = {
                     "compat_grads.testing.derivative_report"),
     **dict.fromkeys(("DERIVATIVES", "PORT_MODES", "compare_port"), "compat_grads.testing.port"),
     **dict.fromkeys(("PortReport", "PortRow"), "compat_grads.testing.port_report"),
-    **dict.fromkeys(("TF1_ROUTES", "TF2_ROUTES", "Result", "run"),
+    **dict.fromkeys(("TF1_ROUTES", "TF2_ROUTES", "XLA_ROUTES", "Result", "run"),
                     "compat_grads.testing.routes"),
     "PORT_TOLERANCE": "compat_grads.testing.tolerances",
 }
 
 __all__ = ["CASES", "DERIVATIVES", "PORT_MODES", "PORT_TOLERANCE", "Case", "DerivativeReport",
            "DerivativeRow", "Item", "PortReport", "PortRow", "Result", "TF1_ROUTES",
-           "TF2_ROUTES", "check_derivatives", "compare_port", "items", "run"]
+           "TF2_ROUTES", "XLA_ROUTES", "check_derivatives", "compare_port", "items", "run"]
 
 
 def __getattr__(name: str):

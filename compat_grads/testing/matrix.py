@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import fnmatch
+import functools
 
 import numpy as np
 
@@ -12,7 +13,7 @@ import compat_grads as cg
 from compat_grads._options import STRATEGIES
 from compat_grads._tf import tf
 from compat_grads.testing.cases import CASES, Case
-from compat_grads.testing.modes import EAGER, TF1, canonical
+from compat_grads.testing.modes import EAGER, TF1, XLA, canonical
 
 FIRST_ORDER = ("stacked_jacobian", "per_element_gradients", "batch_jacobian")
 SECOND_ORDER = ("hessian", "batch_hessian")
@@ -119,8 +120,8 @@ class Item:
             _nest_of_nests(sources) if self.function == "hessian" else sources)
         return ((0, aux) if with_aux else 0), derivative
 
-    def call(self, target, sources, tape=None, compile=True):
-        function = getattr(cg, self.function)
+    def call(self, target, sources, tape=None, compile=True, jit_compile=False):
+        function = functools.partial(getattr(cg, self.function), jit_compile=jit_compile)
         has_aux = callable(target) and not tf.is_tensor(target)
         if has_aux:
             target = with_aux(target)
@@ -241,7 +242,9 @@ def route_plan(selected: list, routes, full: bool = False) -> dict:
     With `full`, every route that applies. Otherwise every item runs every mode of `routes`:
     eager on each of its routes (compiled, uncompiled and with a tape: three ways in), the
     TF1 graph on tensor (the route every other is compared with bit for bit) plus one of its
-    others, and a v1 Graph and tf.function on one of theirs. The turn goes to the applicable
+    others, and a v1 Graph and tf.function on one of theirs; XLA (`jit_compile=True`, each
+    call compiled anew) runs on the quick check's items (`quick`), which meet every case,
+    function and strategy. The turn goes to the applicable
     route that the item's case, function or strategy has met least (ties: the case's count,
     then the function's, the strategy's, the order of `routes`), so each of them meets
     every route; the graph routes of a mode, which run the same algorithm and are compared
@@ -252,14 +255,17 @@ def route_plan(selected: list, routes, full: bool = False) -> dict:
     by_mode = collections.defaultdict(list)
     for route in routes:
         by_mode[route.split(".")[0]].append(route)
+    covered = {item.id for item in quick(selected)} if XLA in by_mode and not full else set()
     met = collections.Counter()
     plan = {}
     for item in selected:
         chosen = []
         for mode, mode_routes in by_mode.items():
             applicable = [r for r in mode_routes if item.applies(r)]
-            if full or mode == EAGER:
+            if full or mode == EAGER or (mode == XLA and item.id in covered):
                 chosen += applicable
+                continue
+            if mode == XLA:
                 continue
             fixed = [r for r in applicable if mode == TF1 and r.endswith(".tensor")]
             rest = [r for r in applicable if r not in fixed]

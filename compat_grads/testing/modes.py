@@ -22,8 +22,9 @@ FUNCTION = "function"
 EAGER = "eager"
 MODES = (TF1, V1_GRAPH, FUNCTION, EAGER)
 XLA = "xla"
-"""`check_derivatives` only: eager calls with `jit_compile=True` (XLA). Not in `MODES`: the
-plugin's `tf_mode` and the matrix's routes do not run it."""
+"""Eager calls with `jit_compile=True` (XLA): a mode of `check_derivatives` and the matrix's
+"xla.callable" route (`routes.XLA_ROUTES`). Not in `MODES`: the plugin's `tf_mode` does not
+run it."""
 DERIVATIVE_MODES = (TF1, V1_GRAPH, FUNCTION, EAGER, XLA)
 
 ALIASES = {"v1graph": V1_GRAPH}

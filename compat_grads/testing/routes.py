@@ -12,19 +12,23 @@ captured copy of each, which every loop body inside it must share.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import warnings
 
 import numpy as np
 
 from compat_grads._tf import tf
 from compat_grads.testing.matrix import CALLABLE_KINDS
-from compat_grads.testing.modes import EAGER, FUNCTION, TF1, V1_GRAPH, canonical
+from compat_grads.testing.modes import EAGER, FUNCTION, TF1, V1_GRAPH, XLA, canonical
 from compat_grads.testing.modes import route as route_id
 
 TF1_ROUTES = tuple(route_id(TF1, kind) for kind in ("tensor", "callable", "tape"))
 TF2_ROUTES = (*(route_id(V1_GRAPH, kind) for kind in ("tensor", "callable", "tape")),
               *(route_id(FUNCTION, kind) for kind in ("tensor", "callable", "tape", "captured")),
               *(route_id(EAGER, kind) for kind in ("callable", "uncompiled", "tape")))
+XLA_ROUTES = (route_id(XLA, "callable"),)
+"""An eager call with `jit_compile=True`: XLA compiles the graph the compiled eager route
+traces (where XLA cannot, the call warns and runs that route without XLA)."""
 
 
 def backend_of(route: str) -> str:
@@ -33,6 +37,8 @@ def backend_of(route: str) -> str:
     "eager.callable" is compiled (the default): a cached tf.function, so the graph backend;
     "eager.uncompiled" passes compile=False and runs the callable under tapes/accumulators.
     """
+    if route.startswith(f"{XLA}."):
+        return "xla"  # XLA's kernels: close to the graph routes, not bit for bit
     return "tape" if route.endswith((".tape", ".uncompiled")) else "graph"
 
 
@@ -77,7 +83,7 @@ def run(item, route: str) -> Result:
     An older spelling of the mode (`modes.ALIASES`) names the same route."""
     mode, kind = canonical(route).split(".")
     runner = {TF1: _run_graph, V1_GRAPH: _run_graph, FUNCTION: _run_function,
-              EAGER: _run_eager}[mode]
+              EAGER: _run_eager, XLA: functools.partial(_run_eager, jit_compile=True)}[mode]
     return captured(lambda: runner(item, kind))
 
 
@@ -95,14 +101,14 @@ def captured(compute) -> Result:
     return result
 
 
-def _invoke(item, kind, sources, consts):
+def _invoke(item, kind, sources, consts, jit_compile=False):
     def build(s):
         return item.case.build(s, consts)
 
     if kind in ("tensor", "captured"):
         return item.call(build(sources), sources)
     if kind == "callable":
-        return item.call(build, sources)
+        return item.call(build, sources, jit_compile=jit_compile)
     if kind == "uncompiled":
         return item.call(build, sources, compile=False)
     with tf.GradientTape() as tape:
@@ -194,14 +200,14 @@ def _run_function(item, kind):
     return Result(values, traced["static"], traced["structure"])
 
 
-def _run_eager(item, kind):
+def _run_eager(item, kind, jit_compile=False):
     case = item.case
     sources, consts = case.inputs()
     dtype = tf.as_dtype(case.dtype)
     make = tf.Variable if case.variables else tf.constant
     xs = case.repeated(tf.nest.map_structure(lambda v: make(v, dtype=dtype), sources))
     cs = {k: tf.constant(v, dtype) for k, v in consts.items()}
-    out = _invoke(item, kind, xs, cs)
+    out = _invoke(item, kind, xs, cs, jit_compile)
     flat = tf.nest.flatten(out)
     return _result(item, kind, out, xs, [None if t is None else t.numpy() for t in flat],
                    _static(out))
