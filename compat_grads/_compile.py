@@ -334,7 +334,7 @@ def _compile(body, target, jit_compile, inputs, name):
     def call(*args):
         rest, passed = plan.split(args)
         return body(live(), (plan.sources(passed), *rest))
-    return _Traced(_function(call, jit_compile), name)
+    return _Traced(_function(call, jit_compile), name, jit_compile)
 
 
 def _function(call, jit_compile):
@@ -368,14 +368,14 @@ class _Traced:
     passed to it as a source: the callable reads it by closure, where passing it would make
     it a second tensor, and it must be bound in instead."""
 
-    def __init__(self, function, name=""):
-        self.function, self.name = function, name
+    def __init__(self, function, name="", jit_compile=False):
+        self.function, self.name, self.jit_compile = function, name, jit_compile
         self._concrete = {}  # input shapes and dtypes -> concrete function
         self._captures = {}  # id(concrete function) -> ids of the eager tensors it captured
         self._plans = {}  # id(concrete function) -> the memory plans its trace chose
 
     def __call__(self, inputs, *rest):
-        if not self.function._jit_compile:
+        if not self.jit_compile:
             return self._call(inputs, *rest)
         try:
             return self._call(inputs, *rest)
@@ -394,8 +394,8 @@ class _Traced:
                      "Ran it compiled without XLA instead (same values); later calls with "
                      "this callable and options do too. Drop jit_compile=True to skip the "
                      "attempt."), XlaWarning)
-        self.function, self._concrete, self._captures, self._plans = (
-            plain.function, plain._concrete, plain._captures, plain._plans)
+        self.function, self._concrete, self._captures, self._plans, self.jit_compile = (
+            plain.function, plain._concrete, plain._captures, plain._plans, False)
         return result
 
     def _call(self, inputs, *rest):
