@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 
-from compat_grads import _conv_gradients, _cost, _memory
+from compat_grads import _conv_gradients, _cost, _memory, _one_hot_products
 from compat_grads import _structure as st
 from compat_grads._errors import DerivativeError, VectorizationWarning, last_line, message, warn
 from compat_grads._stacking import stack
@@ -20,7 +20,8 @@ from compat_grads._tf import tf
 
 def _reverse(backend, flat, how, batched=False, at=0):
     """rows[t][k], `[rows of target t] + x_k.shape`: VJPs with one-hot cotangents (one-hot
-    per sample when `batched`); the rows' axis at `at` (1: after the batch axis)."""
+    per sample when `batched`), started before the target's last matrix product where it
+    has one (`_one_hot_products`); the rows' axis at `at` (1: after the batch axis)."""
     def row_of(pull, targets, t):
         target, count = targets[t], len(targets)
         return lambda i: pull(_only(t, st.one_hot_like(target, i, st.dtype_of(target), batched),
@@ -30,26 +31,30 @@ def _reverse(backend, flat, how, batched=False, at=0):
     for t, target in enumerate(targets):
         count = st.per_sample_size(target) if batched else st.size(target)
         again = _rerun(backend, lambda served, t=t: row_of(served.vjp_fn(), served.targets, t))
-        rows.append(stack(backend, row_of(pull, targets, t), count, flat, how,
-                          backend.vjp_reusable, again, at))
+        row = _one_hot_products.rows(backend, t, batched) or row_of(pull, targets, t)
+        rows.append(stack(backend, row, count, flat, how, backend.vjp_reusable, again, at))
     return rows
 
 
 def _forward(backend, flat, how, batched=False):
     """columns[t][k], `target_t.shape + [columns of source k]`, in x_k's dtype: JVPs with
     one-hot tangents (one-hot per sample when `batched`), stacked straight into that
-    layout (the columns' axis last)."""
+    layout (the columns' axis last); started after the source's first matrix product
+    where it has one (`_one_hot_products`)."""
     def column_of(push, k):
         x = flat[k]
         return lambda j: push(_only(k, st.one_hot_like(x, j, st.dtype_of(x), batched),
                                     len(flat)))
 
-    push, by_source = backend.jvp_fn(), []
+    push, by_source = None, []
     for k, x in enumerate(flat):
         count = st.per_sample_size(x) if batched else st.size(x)
         again = _rerun(backend, lambda served, k=k: column_of(served.jvp_fn(), k))
-        stacks = stack(backend, column_of(push, k), count, backend.targets, how, rerun=again,
-                       at=-1)
+        column = _one_hot_products.columns(backend, k, batched)
+        if column is None:
+            push = push or backend.jvp_fn()
+            column = column_of(push, k)
+        stacks = stack(backend, column, count, backend.targets, how, rerun=again, at=-1)
         by_source.append([None if c is None else tf.cast(c, st.dtype_of(x)) for c in stacks])
     return [list(row) for row in zip(*by_source)]
 

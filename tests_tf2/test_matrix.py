@@ -1,8 +1,8 @@
 """Every matrix item on every TF2 mode (v1 Graph, tf.function, eager), against the oracle,
 against each other, and bit for bit against the TF1 graph route run in its own process.
 
-Each item runs eager on each of its routes and a v1 Graph and tf.function on one route each,
-by turns (`matrix.route_plan`: every case, function and strategy meets every route), and the
+Each item runs eager, a v1 Graph and tf.function on one route each, by turns
+(`matrix.route_plan`: every case, function and strategy meets every route), and the
 quick check's items run with XLA too (jit_compile=True); `COMPAT_GRADS_MATRIX=full` runs every
 item on every route. The TF1 process runs the tensor
 route only: the TF1 suite (tests_tf1/test_matrix.py) holds the TF1 routes to the oracle and
@@ -55,15 +55,15 @@ def test_every_item_runs_every_mode_and_each_case_function_and_strategy_every_ro
         modes = {r.split(".")[0] for r in turns[item.id]} - {"xla"}
         assert modes == {"v1_graph", "function", "eager"}
         assert set(turns[item.id]) <= set(full[item.id])
-        eager = {r for r in full[item.id] if r.startswith("eager.")}
-        assert eager <= set(turns[item.id]), item.id
+        assert len([r for r in turns[item.id] if not r.startswith("xla.")]) == 3, item.id
     for key in (lambda i: i.case.name, lambda i: i.function, lambda i: i.strategy):
         assert _met(turns, key) == _met(full, key)
-    # the graph routes by turns: about half of all the runs, spread evenly
-    assert sum(map(len, turns.values())) < 0.6 * sum(map(len, full.values()))
-    runs = collections.Counter(r for routes in turns.values() for r in routes
-                               if r.startswith("function."))
-    assert max(runs.values()) < 1.5 * min(runs.values())
+    # every mode's routes by turns: well under half of all the runs, spread evenly
+    assert sum(map(len, turns.values())) < 0.4 * sum(map(len, full.values()))
+    for mode in ("function.", "eager."):
+        runs = collections.Counter(r for routes in turns.values() for r in routes
+                                   if r.startswith(mode))
+        assert max(runs.values()) < 1.5 * min(runs.values()), runs
 
 
 def test_the_plan_is_the_whole_matrixs_whatever_pytest_selects():

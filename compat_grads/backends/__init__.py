@@ -11,6 +11,8 @@
 - `cannot_vectorize()`: a reason pfor must not be tried, or None;
 - `path_ops()`: the graph ops between the sources and the targets (what the static rule of
   `compat_grads._cost` and the control-flow checks read);
+- `push_from(*tensors)`, `pull_from(*tensors)`: `jvp_fn` and `vjp_fn` from intermediate
+  tensors of a graph target, where `starts_inside` (not on a tape);
 - `forward_per_row()`: a reason each row must run the forward pass again, or None;
 - `fresh()`: the same problem served anew (a callable target run again: the rows that need
   their own forward pass are built on it), or None for a tensor target;
@@ -66,6 +68,20 @@ class Backend:
 
     def forward_per_row(self):
         return None
+
+    # Whether `push_from` / `pull_from` can start a product at a tensor inside the
+    # target's graph (a tape cannot: it records only what it watched).
+    starts_inside = False
+
+    def push_from(self, *tensors):
+        """`push([v per tensor]) -> [J_t·v per target]` from intermediate tensors of the
+        target's graph (`starts_inside` backends only)."""
+        raise NotImplementedError(self.name)
+
+    def pull_from(self, *tensors):
+        """`pull([u per tensor]) -> [uᵀ·J per source]` from intermediate tensors of the
+        target's graph (`starts_inside` backends only)."""
+        raise NotImplementedError(self.name)
 
     def differentiated(self) -> list:
         """The sources as the target's graph holds them (a resource variable's handle, the

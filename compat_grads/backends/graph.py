@@ -23,6 +23,7 @@ class GraphBackend(Backend):
     name = "graph"
     vjp_reusable = True
     second_order_outer = "reverse"
+    starts_inside = True
 
     def __init__(self, problem, sources=None):
         super().__init__(problem)
@@ -46,8 +47,9 @@ class GraphBackend(Backend):
     def targets(self) -> list:
         return tf.nest.flatten(self._output)
 
-    def vjp_fn(self):
-        targets, sources = self.targets, self._sources
+    def vjp_fn(self, sources=None, targets=None):
+        targets = self.targets if targets is None else targets
+        sources = self._sources if sources is None else sources
 
         def pull(cotangents):
             ys, us = pairs(targets, cotangents)
@@ -57,9 +59,19 @@ class GraphBackend(Backend):
     def jvp_fn(self):
         """The double-VJP trick: g(u) = uᵀJ is linear in u, so the gradient of g·v with respect
         to u is J·v. The dummy u only fixes shapes; its value never matters."""
+        return self.push_from()
+
+    def push_from(self, *tensors):
+        """`jvp_fn` from tensors of the target's graph instead of the sources (all of them
+        when none are given): `push([v per tensor]) -> [J_t·v per target]`."""
         dummies = [tf.zeros_like(t) for t in self.targets]
-        return linear_push(dummies, self.vjp_fn()(dummies), functools.partial(
-            self._gradients, second=True))
+        return linear_push(dummies, self.vjp_fn(list(tensors) or None)(dummies),
+                           functools.partial(self._gradients, second=True))
+
+    def pull_from(self, *tensors):
+        """`vjp_fn` from tensors of the target's graph instead of the targets:
+        `pull([u per tensor]) -> [uᵀ·J per source]`."""
+        return self.vjp_fn(targets=list(tensors))
 
     def linearize(self, tangents):
         return self._output, self.jvp_fn()(tangents)

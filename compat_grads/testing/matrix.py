@@ -13,7 +13,7 @@ import compat_grads as cg
 from compat_grads._options import STRATEGIES
 from compat_grads._tf import tf
 from compat_grads.testing.cases import CASES, Case
-from compat_grads.testing.modes import EAGER, TF1, XLA, canonical
+from compat_grads.testing.modes import TF1, XLA, canonical
 
 FIRST_ORDER = ("stacked_jacobian", "per_element_gradients", "batch_jacobian")
 SECOND_ORDER = ("hessian", "batch_hessian")
@@ -240,15 +240,14 @@ def route_plan(selected: list, routes, full: bool = False) -> dict:
     """{item id: the routes of `routes` it runs}, for the items `selected` (in order).
 
     With `full`, every route that applies. Otherwise every item runs every mode of `routes`:
-    eager on each of its routes (compiled, uncompiled and with a tape: three ways in), the
-    TF1 graph on tensor (the route every other is compared with bit for bit) plus one of its
-    others, and a v1 Graph and tf.function on one of theirs; XLA (`jit_compile=True`, each
-    call compiled anew) runs on the quick check's items (`quick`), which meet every case,
-    function and strategy. The turn goes to the applicable
-    route that the item's case, function or strategy has met least (ties: the case's count,
-    then the function's, the strategy's, the order of `routes`), so each of them meets
-    every route; the graph routes of a mode, which run the same algorithm and are compared
-    bit for bit, are not all built again for every item. The plan of an item does not
+    the TF1 graph on tensor (the route every other is compared with bit for bit) plus one of
+    its others, and eager, a v1 Graph and tf.function on one of theirs each; XLA
+    (`jit_compile=True`, each call compiled anew) runs on the quick check's items (`quick`),
+    which meet every case, function and strategy. The turn goes to the applicable route
+    that the item's case, function or strategy has met least (ties: the case's count, then
+    the function's, the strategy's, the order of `routes`), so each of them meets every
+    route (eager's three ways in among them: compiled, uncompiled and with a tape); the
+    routes of a mode are not all run again for every item. The plan of an item does not
     depend on which other items run after it: `selected` is the whole matrix, and
     `pytest -k` picks from the plan.
     """
@@ -262,7 +261,7 @@ def route_plan(selected: list, routes, full: bool = False) -> dict:
         chosen = []
         for mode, mode_routes in by_mode.items():
             applicable = [r for r in mode_routes if item.applies(r)]
-            if full or mode == EAGER or (mode == XLA and item.id in covered):
+            if full or (mode == XLA and item.id in covered):
                 chosen += applicable
                 continue
             if mode == XLA:
