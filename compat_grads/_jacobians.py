@@ -9,9 +9,7 @@ memory limit.
 
 from __future__ import annotations
 
-import contextlib
-
-from compat_grads import _conv_gradients, _cost, _memory, _one_hot_products
+from compat_grads import _cost, _memory, _one_hot_products
 from compat_grads import _structure as st
 from compat_grads._errors import DerivativeError, VectorizationWarning, last_line, message, warn
 from compat_grads._stacking import stack
@@ -121,11 +119,8 @@ def per_example_rows(backend, loss_of_example, count, how, extras=None):
     like, of_example = extras or ([], None)
 
     def row(i):
-        # Vectorized, each example's convolutions get filter gradients that pfor vectorizes
-        # (its own, for an input that differs per example, is a while_loop).
-        with _conv_gradients.vectorized() if how.vectorize else contextlib.nullcontext():
-            one = backend.sibling(loss_of_example(i))
-            grads = one.vjp_fn()([tf.ones_like(one.target)])
+        one = backend.sibling(loss_of_example(i))
+        grads = one.vjp_fn()([tf.ones_like(one.target)])
         return [*grads, *of_example(one)] if of_example else grads
 
     flat = backend.sources

@@ -8,7 +8,7 @@ import contextlib
 import logging
 import re
 
-from compat_grads import _cost, _memory, _value, dispatch
+from compat_grads import _cost, _memory, _pfor_converters, _value, dispatch
 from compat_grads import _structure as st
 from compat_grads._errors import (
     DerivativeError,
@@ -181,7 +181,10 @@ def _stack_with(fn, count, like, vectorize: bool, chunk, at, one_by_one=False,
         with _value.in_rows():  # the value of has_aux= / return_value= is not in here
             outs = fn(i)
         if not one_by_one:
-            _refuse_python(graph.get_operations()[known:])
+            ops = graph.get_operations()[known:]
+            _refuse_python(ops)
+            if vectorize:  # pfor converts them once the row is built
+                _pfor_converters.attach(ops)
         # Connectivity is structural, so recording it while tracing the body is exact.
         missing[:] = [out is None for out in outs]
         return [tf.zeros(tf.shape(ref), st.dtype_of(ref)) if out is None else out

@@ -44,6 +44,19 @@ from tensorflow.python.ops import control_flow_util as _control_flow_util  # noq
 
 graph_in_xla_context = _control_flow_util.GraphOrParentsInXlaContext
 
+# pfor's converters (private, the same from 2.12 on): compat_grads._pfor_converters gives
+# a row's convolution ops converters of its own (`op.pfor_converter`, which pfor asks before
+# its registry) and hands the cases it does not improve to TensorFlow's.
+from tensorflow.python.ops.parallel_for import pfor as _pfor  # noqa: E402
+
+pfor_wrap = _pfor.wrap
+
+
+def pfor_converter_of(row):
+    """The pfor converter TensorFlow registers for the type of the op `row` (a
+    `_PforInput`) converts."""
+    return _pfor._pfor_converter_registry[row.op_type]
+
 
 def tape_set_records(tensor) -> bool:
     """Whether a tape in this thread's set of active tapes watched `tensor` or recorded the
@@ -88,4 +101,4 @@ def is_keras3_class(cls) -> bool:
 
 
 __all__ = ["tf", "MIN_VERSION", "RELEASE", "KERAS2_BUILT_IN", "keras2", "is_keras3_class",
-           "push_tape", "pop_tape", "tape_set_records"]
+           "push_tape", "pop_tape", "tape_set_records", "pfor_wrap", "pfor_converter_of"]

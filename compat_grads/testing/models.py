@@ -104,7 +104,7 @@ def _cnn(init, dtype):
 def _conv_layers(*specs):
     """Convolutions `(layer name, filters or None, options)` then a dense layer: each kind
     whose per-example filter gradients compat_grads vectorizes itself
-    (`compat_grads._conv_gradients`)."""
+    (`compat_grads._pfor_converters`)."""
     def layers(init, dtype):
         built = []
         for name, filters, options in specs:
