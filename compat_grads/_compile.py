@@ -10,6 +10,7 @@ import collections
 import contextlib
 import functools
 import inspect
+import re
 import threading
 import types
 import weakref
@@ -440,9 +441,11 @@ class _Traced:
 
 
 def _xla_reason(err) -> str:
-    """XLA's reason, the first line of its error (the rest is TensorFlow's stack)."""
+    """XLA's reason, the first line of its error (the rest is TensorFlow's stack), without
+    the attributes of the function it names (`__inference_call_7[_XlaMustCompile=true,...]`)."""
     text = getattr(err, "message", str(err))
-    return next((line.strip() for line in text.splitlines() if line.strip()), "")[:200]
+    line = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return re.sub(r"\[_XlaMustCompile=[^\]]*\]", "", line)[:200]
 
 
 def _as_tensor(leaf):

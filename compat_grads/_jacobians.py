@@ -66,13 +66,15 @@ def _rerun(backend, row_of):
     return lambda i: row_of(backend.fresh())(i)
 
 
-def choose_strategy(strategy, target_size, source_size, forward_ok=True):
+def choose_strategy(strategy, target_size, source_size, forward_ok=True,
+                    rows_are_copies=lambda: False):
     """'auto' picks forward when the sources are smaller than the target, else reverse (and
-    reverse when forward mode cannot work: `forward_ok` False)."""
+    reverse when forward mode cannot work: `forward_ok` False, or when every row is a copy
+    of a matrix product's factor, `rows_are_copies()`: `_one_hot_products`)."""
     if strategy != "auto":
         return strategy
     if forward_ok and isinstance(target_size, int) and isinstance(source_size, int):
-        return "forward" if source_size < target_size else "reverse"
+        return "forward" if source_size < target_size and not rows_are_copies() else "reverse"
     return "reverse"
 
 
@@ -81,7 +83,8 @@ def jacobian_blocks(backend, flat, how):
     targets = backend.targets
     how = how.using(choose_strategy(how.strategy, _memory.total(st.size(t) for t in targets),
                                     _memory.total(st.size(x) for x in flat),
-                                    backend.forward_per_row() is None))
+                                    backend.forward_per_row() is None,
+                                    lambda: _one_hot_products.rows_are_copies(backend, False)))
     forward = how.strategy == "forward"
     how = _memory.fit(backend.function, how, _stacks(targets, flat, forward),
                       _cost.intermediates(backend), moved=forward)
@@ -94,7 +97,8 @@ def batch_jacobian_block(backend, source, how):
     """`[b] + y.shape[1:] + x.shape[1:]`: per-sample Jacobians, samples assumed independent."""
     target = backend.target
     how = how.using(choose_strategy(how.strategy, st.per_sample_size(target),
-                                    st.per_sample_size(source), backend.forward_per_row() is None))
+                                    st.per_sample_size(source), backend.forward_per_row() is None,
+                                    lambda: _one_hot_products.rows_are_copies(backend, True)))
     forward = how.strategy == "forward"
     how = _memory.fit(backend.function, how, _stacks([target], [source], forward, batched=True),
                       _cost.intermediates(backend), moved=True)  # columns last, rows second

@@ -71,9 +71,7 @@ def first_product(backend, k):
     path = backend.path_ops()
     on_path = {id(op) for op in path}
     targets = {id(t) for t in backend.targets}
-    # a TF1 (reference) variable is differentiated as the tensor that reads it
-    tensor = differentiated if isinstance(differentiated, tf.Tensor) else \
-        tf.convert_to_tensor(differentiated)
+    tensor = _as_tensor(differentiated)
     for _ in range(len(path)):  # each step moves one op along the path
         if id(tensor) in targets:
             return None
@@ -151,11 +149,14 @@ def _keeps_order(op) -> bool:
 
 def _factor(op, operand, along_rows):
     """`row(r)`: row r of the product's other factor as the product uses it (its transpose
-    flag applied), or column r when not `along_rows`."""
+    flag applied), or column r when not `along_rows`. Always a gather of rows: a column is
+    a row of the factor's transpose, made once for every row (pfor gathers rows as one
+    contiguous copy; columns as a strided gather, then moves the rows' axis first)."""
     other = op.inputs[1 - operand]
     flipped = op.get_attr("transpose_b" if operand == 0 else "transpose_a")
-    axis = 0 if along_rows != flipped else 1
-    return lambda r: tf.gather(other, r, axis=axis)
+    if along_rows == flipped:
+        other = tf.transpose(other)
+    return lambda r: tf.gather(other, r)
 
 
 def _outer(vector, placed_at, width, vector_first, dtype):
@@ -186,7 +187,7 @@ def _tangent(op, operand, source, batched):
     n_rows, n_cols = x.shape.as_list()
 
     def tangent(j):
-        r, c = j // n_cols, j % n_cols  # x's element j, in x's own layout
+        r, c = _element(j, n_cols)  # x's element j, in x's own layout
         inner, outer, width = (c, r, n_rows) if on_columns else (r, c, n_cols)
         return [_outer(factor(inner), outer, width, operand == 1, x.dtype)]
     return tangent
@@ -195,9 +196,9 @@ def _tangent(op, operand, source, batched):
 def _cotangent(op, operand, target, elementwise, batched):
     """`cotangent(i)`: the cotangent of the product's input `operand` for the target's
     one-hot e_i (per sample when `batched`), or None when the layout rules it out."""
-    z, h = op.outputs[0], op.inputs[operand]
-    if z.shape.rank != 2 or not z.shape[1:].is_fully_defined():
+    if not _cotangent_fits(op, operand, target, batched):
         return None
+    z, h = op.outputs[0], op.inputs[operand]
     # φ'(z) at every element (the target is elementwise in z: a diagonal Jacobian); ones
     # where only reindexing lies between.
     scale = tf.reshape(tf.compat.v1.gradients(target, z, tf.ones_like(target))[0], [-1]) \
@@ -208,23 +209,69 @@ def _cotangent(op, operand, target, elementwise, batched):
     factor = _factor(op, operand, along_rows=operand == 1)
     if batched:
         per_sample = target.shape[1:].num_elements()
-        if operand != 0 or flipped or z.shape[1] != per_sample:
-            return None  # z must hold one sample per row, in the target's order
         scales = tf.reshape(scale, [-1, per_sample])
         # gathers, not slices: pfor vectorizes a gather at the row's index, not a slice
         return lambda i: [tf.gather(scales, i, axis=1)[:, None] * factor(i)[None, :]]
-    if not z.shape.is_fully_defined():
-        return None
     n_rows, n_cols = z.shape.as_list()
 
     def cotangent(i):
-        r, c = i // n_cols, i % n_cols
+        r, c = _element(i, n_cols)
         vector, at, width = (factor(c), r, n_rows) if operand == 0 else (factor(r), c, n_cols)
         # h = P: P's cotangent is e_r ⊗ W_eff[:, c] (W_eff[:, c] ⊗ e_r when transposed);
         # h = Q: Q's cotangent is A_eff[r, :] ⊗ e_c (e_c ⊗ A_eff[r, :] when transposed).
         vector_first = (operand == 1) != flipped
         return [tf.gather(scale, i) * _outer(vector, at, width, vector_first, h.dtype)]
     return cotangent
+
+
+def _cotangent_fits(op, operand, target, batched) -> bool:
+    """Whether `_cotangent` can place the one-hot rows (a check that builds nothing)."""
+    z = op.outputs[0]
+    if z.shape.rank != 2 or not z.shape[1:].is_fully_defined():
+        return False
+    if batched:  # z must hold one sample per row, in the target's order
+        flipped = op.get_attr("transpose_a" if operand == 0 else "transpose_b")
+        return operand == 0 and not flipped and z.shape[1] == target.shape[1:].num_elements()
+    return z.shape.is_fully_defined()
+
+
+def rows_are_copies(backend, batched) -> bool:
+    """Whether every target is elementwise ops and reindexing of one matrix product whose
+    other input is a source, reindexed at most (`φ(x @ W)`, `φ(W @ x)`): each one-hot row
+    of the Jacobian is then a scaled row of the product's factor, placed where the source's
+    elements are, with no pass through the graph. Reverse mode computes those rows as they
+    lie in the Jacobian; forward mode's columns are copies too, but of the factor's
+    transpose, and land last (the whole Jacobian transposed twice)."""
+    if not backend.starts_inside:
+        return False
+    sources = {_as_tensor(x).ref() for x in backend.differentiated()}
+    for t in range(len(backend.targets)):
+        found = last_product(backend, t)
+        if not found or not _cotangent_fits(*found[:3], batched):
+            return False
+        op, operand = found[:2]
+        tensor = op.inputs[operand]
+        while tensor.ref() not in sources and tensor.op.type in _REINDEXING \
+                and _keeps_order(tensor.op):
+            tensor = tensor.op.inputs[0]
+        if tensor.ref() not in sources:
+            return False
+    return True
+
+
+def _as_tensor(differentiated):
+    """A source as tf.gradients differentiates it: a tensor, or a TF1 (reference)
+    variable's tensor that reads it."""
+    return differentiated if isinstance(differentiated, tf.Tensor) else \
+        tf.convert_to_tensor(differentiated)
+
+
+def _element(index, n_cols):
+    """(row, column) of element `index` of a matrix with `n_cols` columns: the index itself
+    where the matrix is one column (no arithmetic for pfor to vectorize)."""
+    if n_cols == 1:
+        return index, 0
+    return index // n_cols, index % n_cols
 
 
 def _broadcast_rows(row, count):

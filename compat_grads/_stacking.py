@@ -191,10 +191,12 @@ def _stack_with(fn, count, like, vectorize: bool, chunk, at, one_by_one=False,
                 for out, ref in zip(outs, like)]
 
     dtypes = [st.dtype_of(ref) for ref in like]
+    in_xla = dispatch.compiles_with_xla()
 
     def build():
         if vectorize and chunk is not None and not (isinstance(count, int) and count <= chunk):
-            return _chunks(body, count, like, chunk, at)  # already laid out
+            chunked = _equal_chunks if in_xla and isinstance(count, int) else _chunks
+            return chunked(body, count, like, chunk, at)  # already laid out
         return [_moved(stacked, at) for stacked in stacked_first()]
 
     def stacked_first():
@@ -281,6 +283,29 @@ def _chunks(body, count, like, chunk, at):
     _, *buffers = tf.while_loop(lambda c, *_: c < chunks, step, (0, *buffers),
                                 parallel_iterations=1)
     return [_laid_out(b, ref, count, at) for b, ref in zip(buffers, like)]
+
+
+def _equal_chunks(body, count, like, chunk, at):
+    """`_chunks` for a graph XLA compiles, whose shapes must all be known while compiling:
+    every chunk is `chunk` rows wide (the last one repeats the last row where it runs past
+    `count`), scattered into one buffer per output, rows first, of every chunk's rows; the
+    rows past `count` are cut off at the end, and the rows' axis moved to `at` (XLA lays
+    both out in its own buffers)."""
+    chunks = -(-count // chunk)
+    blocks = [_blocks(ref, count, at) for ref in like]
+    buffers = [tf.zeros([chunks * chunk, before, after], st.dtype_of(ref))
+               for (before, after), ref in zip(blocks, like)]
+
+    def step(c, *buffers):
+        at_rows = c * chunk + tf.range(chunk)
+        rows = tf.vectorized_map(body, tf.minimum(at_rows, count - 1), warn=False)
+        return (c + 1, *[tf.tensor_scatter_nd_update(b, at_rows[:, None], tf.reshape(
+            r, [chunk, before, after])) for b, r, (before, after) in zip(buffers, rows, blocks)])
+
+    _, *buffers = tf.while_loop(lambda c, *_: c < chunks, step, (0, *buffers),
+                                parallel_iterations=1)
+    return [_laid_out(tf.transpose(b[:count], [1, 0, 2]), ref, count, at)
+            for b, ref in zip(buffers, like)]
 
 
 def _blocks(ref, count, at):

@@ -194,3 +194,65 @@ def test_no_product_with_the_identity_is_built(strategy):
     products = [op for op in graph.get_operations()
                 if op.type in ("MatMul", "BatchMatMulV2", "BatchMatMulV3")]
     assert len(products) == 1, [op.name for op in products]
+
+
+def _strategy_chosen(monkeypatch, run):
+    """The direction 'auto' picked while `run()` built its graph."""
+    from compat_grads import _jacobians
+
+    picked, choose = [], _jacobians.choose_strategy
+
+    def spy(*args, **kwargs):
+        picked.append(choose(*args, **kwargs))
+        return picked[-1]
+    monkeypatch.setattr(_jacobians, "choose_strategy", spy)
+    run()
+    return picked
+
+
+# A tall Jacobian (more target elements than source elements) of elementwise ops of one
+# product of the source: its rows are the factor's rows, scaled, already in the Jacobian's
+# layout, so "auto" runs reverse mode; any pass through the graph after the product, or a
+# row that is not the source's own, keeps forward mode.
+TALL_COPIES = {
+    "matvec": lambda x: tf.tanh(tf.linalg.matvec(A, x)),
+    "matrix times x, reshaped": lambda x: tf.reshape(tf.nn.relu(A @ tf.reshape(x, [5, 1])),
+                                                     [-1]),
+}
+TALL_PASSES = {
+    "two products": lambda x: tf.tanh(tf.linalg.matvec(A, tf.tanh(x * 2.0))),
+    "product of a function of x": lambda x: tf.tanh(tf.linalg.matvec(A, tf.sin(x))),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TALL_COPIES))
+def test_rows_that_are_copies_of_the_factor_run_reverse(case, monkeypatch):
+    f = TALL_COPIES[case]
+    picked = _strategy_chosen(monkeypatch, lambda: tf.function(
+        lambda x: cg.stacked_jacobian(f, x))(VECTOR))
+    assert picked == ["reverse"]
+    for route, got in _routes(f, VECTOR, "auto").items():
+        np.testing.assert_allclose(got, _oracle(f, VECTOR), rtol=1e-12, atol=1e-12,
+                                   err_msg=route)
+
+
+@pytest.mark.parametrize("case", sorted(TALL_PASSES))
+def test_rows_that_pass_through_the_graph_keep_forward(case, monkeypatch):
+    f = TALL_PASSES[case]
+    picked = _strategy_chosen(monkeypatch, lambda: tf.function(
+        lambda x: cg.stacked_jacobian(f, x))(VECTOR))
+    assert picked == ["forward"]
+
+
+def test_per_sample_rows_that_are_copies_run_reverse(monkeypatch):
+    def f(x):  # 5 features to 7 outputs per sample
+        return tf.tanh(x @ tf.constant(A.T))
+
+    x = tf.constant(RNG.standard_normal((4, 5)))
+    picked = _strategy_chosen(monkeypatch, lambda: cg.batch_jacobian(f, x, compile=False))
+    assert picked == ["forward"]  # a tape: no shortcut, the plain rule
+    picked = _strategy_chosen(monkeypatch, lambda: tf.function(
+        lambda x: cg.batch_jacobian(f, x))(x))
+    assert picked == ["reverse"]
+    np.testing.assert_allclose(cg.batch_jacobian(f, x), _oracle(f, x, batched=True),
+                               rtol=1e-12, atol=1e-12)

@@ -1,6 +1,7 @@
 """jit_compile=True: where XLA cannot compile a call, one XlaWarning and the values of the
-compiled route without XLA; inside an XLA graph, strategy="auto" keeps large rows
-vectorized (XLA's while_loop runs them one after another)."""
+compiled route without XLA; chunks XLA compiles (every chunk as wide); inside an XLA
+graph, strategy="auto" keeps large rows vectorized (XLA's while_loop runs them one after
+another)."""
 
 import warnings
 
@@ -25,17 +26,44 @@ def _calls(n, **options):
     return values, [w for w in caught if issubclass(w.category, cg.XlaWarning)]
 
 
-def test_a_chunked_call_xla_cannot_compile_warns_once_and_gives_the_compiled_values():
+def _python_factor(x):
+    """A factor computed by Python code (`tf.numpy_function`), which XLA cannot compile."""
+    return tf.numpy_function(lambda: np.float64(2.0), [], tf.float64, stateful=False)
+
+
+def _with_python(x):
+    return _f(x) * _python_factor(x)
+
+
+def test_a_call_xla_cannot_compile_warns_once_and_gives_the_compiled_values():
     cg.clear_cache()
-    # chunks of 5 of 12 rows: the last is narrower, a shape XLA's while_loop cannot have
-    (first, second), caught = _calls(2, chunk_size=5)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        first, second = (cg.stacked_jacobian(_with_python, X, jit_compile=True)
+                         for _ in range(2))
+    caught = [w for w in caught if issubclass(w.category, cg.XlaWarning)]
     assert len(caught) == 1, [str(w.message) for w in caught]
     text = str(caught[0].message)
     assert text.startswith("compat_grads.stacked_jacobian: XLA could not compile this call (")
-    assert "compile-time constant" in text and "without XLA" in text
-    plain = cg.stacked_jacobian(_f, X, chunk_size=5)
+    assert "unsupported operations" in text and "without XLA" in text
+    assert "_XlaMustCompile" not in text  # XLA's reason, not its function's attributes
+    plain = cg.stacked_jacobian(_with_python, X)
     np.testing.assert_array_equal(first, plain)
     np.testing.assert_array_equal(second, plain)
+
+
+@pytest.mark.parametrize("strategy", ["forward", "reverse", "loop"])
+def test_a_chunked_call_compiles_with_xla(strategy):
+    """Chunks of 5 of 12 rows: each chunk is 5 rows wide (the last repeats a row, cut off
+    at the end), shapes XLA's while_loop can have."""
+    cg.clear_cache()
+    (value,), caught = _calls(1, chunk_size=5, strategy=strategy)
+    assert caught == []
+    np.testing.assert_allclose(value, cg.stacked_jacobian(_f, X), rtol=1e-12, atol=1e-12)
+    graph = tf.function(lambda x: cg.stacked_jacobian(_f, x, chunk_size=5, strategy=strategy),
+                        jit_compile=True).get_concrete_function(X).graph
+    kinds = {op.type for op in graph.get_operations()}
+    assert kinds & {"While", "StatelessWhile"}  # in chunks, not all rows at once
 
 
 def test_a_call_xla_compiles_gives_no_warning_and_the_compiled_values():
@@ -49,12 +77,13 @@ def test_an_error_of_the_callable_itself_is_raised_not_blamed_on_xla():
     cg.clear_cache()
 
     def broken(x):  # a check the derivative needs (XLA would drop it: NaN, no error)
-        return tf.debugging.check_numerics(tf.math.log(x - 5.0), "the caller's check") * x
+        checked = tf.debugging.check_numerics(tf.math.log(x - 5.0), "the caller's check")
+        return checked * x * _python_factor(x)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with pytest.raises(tf.errors.InvalidArgumentError, match="the caller's check"):
-            # XLA fails on the chunks; without XLA the caller's own error is the one raised
-            cg.stacked_jacobian(broken, X, jit_compile=True, chunk_size=5)
+            # XLA fails on the Python code; without XLA the caller's own error is raised
+            cg.stacked_jacobian(broken, X, jit_compile=True)
     assert not [w for w in caught if issubclass(w.category, cg.XlaWarning)]
 
 

@@ -17,13 +17,6 @@ def _precision(item) -> str:
     return item.case.dtype
 
 
-def _xla_fallback(item, route, warning: str) -> bool:
-    """XLA cannot compile the while_loop over chunks (a last chunk of another width): with
-    chunk_size, the XLA route warns and runs without XLA."""
-    return (backend_of(route) == "xla" and item.chunk_size is not None
-            and "XLA could not compile this call" in warning)
-
-
 def against_oracle(item, route, result):
     """(problems, max scaled error vs the oracle) for one route's result."""
     if item.expected_error(route):
@@ -31,7 +24,7 @@ def against_oracle(item, route, result):
     if result.error:
         return [f"raised {result.error}"], float("nan")
     problems = [f"unexpected warning: {w}" for w in result.warnings
-                if not (item.case.may_fall_back or _xla_fallback(item, route, w))]
+                if not item.case.may_fall_back]
     if result.structure_error:
         problems.append(f"result does not mirror the sources: {result.structure_error}")
     want = expected(item, route)
