@@ -38,11 +38,15 @@ from compat_grads._tf import pfor_converter_of, pfor_wrap, tf
 
 
 def attach(ops) -> None:
-    """Gives the ops of one row (as built, before pfor converts them) our converters."""
+    """Gives the ops of one row (as built, before pfor converts them) our converters (an
+    op that takes no attribute keeps TensorFlow's conversion)."""
     for op in ops:
         converter = _CONVERTERS.get(op.type)
         if converter is not None:
-            op.pfor_converter = converter
+            try:
+                op.pfor_converter = converter
+            except AttributeError:
+                return
 
 
 def _tensorflows(row):

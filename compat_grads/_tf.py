@@ -2,6 +2,7 @@
 one place that knows how TensorFlow releases (2.12 to nightly) differ: the rest of the code
 asks the functions here, never `tf.__version__`."""
 
+import importlib
 import sys
 
 MIN_VERSION = (2, 12)
@@ -47,7 +48,8 @@ graph_in_xla_context = _control_flow_util.GraphOrParentsInXlaContext
 # pfor's converters (private, the same from 2.12 on): compat_grads._pfor_converters gives
 # a row's convolution ops converters of its own (`op.pfor_converter`, which pfor asks before
 # its registry) and hands the cases it does not improve to TensorFlow's.
-from tensorflow.python.ops.parallel_for import pfor as _pfor  # noqa: E402
+# The module itself: up to 2.15 the package also exports the function `pfor` by that name.
+_pfor = importlib.import_module("tensorflow.python.ops.parallel_for.pfor")
 
 pfor_wrap = _pfor.wrap
 

@@ -27,8 +27,10 @@ def _calls(n, **options):
 
 
 def _python_factor(x):
-    """A factor computed by Python code (`tf.numpy_function`), which XLA cannot compile."""
-    return tf.numpy_function(lambda: np.float64(2.0), [], tf.float64, stateful=False)
+    """A factor XLA cannot compile: Python code (`tf.numpy_function`) of x's values (with
+    no input at all, TensorFlow 2.12 folds it into a constant before XLA sees it)."""
+    return tf.numpy_function(lambda v: np.float64(2.0) + 0 * v.sum(), [tf.stop_gradient(x)],
+                             tf.float64, stateful=False)
 
 
 def _with_python(x):
