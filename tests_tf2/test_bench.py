@@ -57,7 +57,13 @@ def test_quick_suite_runs_and_reports(tmp_path):
     table = suite.markdown(report)
     assert table.startswith("| workload | recipe | ms | their ms / our eager ms |")
     assert "| target | measured | goal | met |" in table
-    assert "| workload | vs TF's best in tf.function | vs JAX's best |" in table
+    assert ("| workload | vs TF's best in tf.function | vs JAX's best | vs JAX's best, ours "
+            "with jit_compile=True |") in table
+    side = {row[0]: row[1:] for row in suite.against_best(suite._ratios(report["measures"]))}
+    with_xla = [w for w in side if w.startswith(("tall", "wide", "square", "batch Jacobian",
+                                                 "J·1", "per-sample Hessian"))]
+    assert len(with_xla) == 6 and all(side[w][2] != "-" for w in with_xla), side
+    assert side["per-call overhead: jvp"] == ("-", "-", "-")
     assert "| TF1 CNN class rows: batch | recipe |" in table
     assert "| bigger than memory: m x n | result MB | all at once (estimate) MB |" in table
 

@@ -20,6 +20,8 @@ except ImportError:  # pragma: no cover - depends on the machine
     jax = None
 
 OURS = "compat_grads"
+XLA = OURS + " {}, eager, jit_compile=True"
+"""The recipe name of ours with XLA: `XLA.format(function)`."""
 
 
 @dataclasses.dataclass
@@ -99,8 +101,7 @@ def matrix_jacobian(name, m, n, repeats):
     recipes = {
         f"{OURS} stacked_jacobian, eager": lambda: cg.stacked_jacobian(f, x),
         f"{OURS} stacked_jacobian in tf.function": lambda: in_function(x),
-        f"{OURS} stacked_jacobian, eager, jit_compile=True": lambda: cg.stacked_jacobian(
-            f, x, jit_compile=True),
+        XLA.format("stacked_jacobian"): lambda: cg.stacked_jacobian(f, x, jit_compile=True),
         "tape.jacobian, eager": lambda: _tape_jacobian(f, x),
         "tape.jacobian in tf.function": _functioned(lambda x: _tape_jacobian(f, x), x),
         "vectorized_map(ForwardAccumulator) in tf.function": _functioned(
@@ -144,6 +145,7 @@ def square_mlp(width, repeats):
 
     recipes = {
         f"{OURS} stacked_jacobian, eager": lambda: cg.stacked_jacobian(f, x),
+        XLA.format("stacked_jacobian"): lambda: cg.stacked_jacobian(f, x, jit_compile=True),
         "tape.jacobian, eager": lambda: _tape_jacobian(f, x),
         "tape.jacobian in tf.function": _functioned(lambda x: _tape_jacobian(f, x), x),
     }
@@ -158,6 +160,7 @@ def batch_mlp(batch, features, repeats):
     x = tf.constant(_rng(3).standard_normal((batch, features)).astype(np.float32))
     recipes = {
         f"{OURS} batch_jacobian, eager": lambda: cg.batch_jacobian(mlp, x),
+        XLA.format("batch_jacobian"): lambda: cg.batch_jacobian(mlp, x, jit_compile=True),
         "tape.batch_jacobian, eager": lambda: _tape_jacobian(mlp, x, "batch_jacobian"),
         "tape.batch_jacobian in tf.function": _functioned(
             lambda x: _tape_jacobian(mlp, x, "batch_jacobian"), x),
@@ -187,6 +190,8 @@ def per_element(m, n, repeats):
     summed = tf.function(lambda x: tf.reduce_sum(_tape_jacobian(f, x), axis=-1))
     recipes = {
         f"{OURS} per_element_gradients, eager": lambda: cg.per_element_gradients(f, x),
+        XLA.format("per_element_gradients"): lambda: cg.per_element_gradients(
+            f, x, jit_compile=True),
         "tape.jacobian then reduce_sum, eager": lambda: tf.reduce_sum(
             _tape_jacobian(f, x), axis=-1),
         "tape.jacobian then reduce_sum in tf.function": lambda: summed(x),
@@ -211,6 +216,7 @@ def per_sample_hessian(batch, features, repeats):
     recipes = {
         f"{OURS} batch_hessian, eager": lambda: cg.batch_hessian(f, x),
         f"{OURS} batch_hessian in tf.function": lambda: in_function(x),
+        XLA.format("batch_hessian"): lambda: cg.batch_hessian(f, x, jit_compile=True),
         "nested tapes + batch_jacobian, eager": lambda: _nested_tapes(f, x),
         "nested tapes + batch_jacobian in tf.function": _functioned(
             lambda x: _nested_tapes(f, x), x),
