@@ -149,14 +149,13 @@ def _keeps_order(op) -> bool:
 
 def _factor(op, operand, along_rows):
     """`row(r)`: row r of the product's other factor as the product uses it (its transpose
-    flag applied), or column r when not `along_rows`. Always a gather of rows: a column is
-    a row of the factor's transpose, made once for every row (pfor gathers rows as one
-    contiguous copy; columns as a strided gather, then moves the rows' axis first)."""
+    flag applied), or column r when not `along_rows` (gathered where it lies: a transposed
+    copy of the factor, made once, would hold a second factor as large as a one-layer
+    Jacobian all along a chunked loop)."""
     other = op.inputs[1 - operand]
     flipped = op.get_attr("transpose_b" if operand == 0 else "transpose_a")
-    if along_rows == flipped:
-        other = tf.transpose(other)
-    return lambda r: tf.gather(other, r)
+    axis = 0 if along_rows != flipped else 1
+    return lambda r: tf.gather(other, r, axis=axis)
 
 
 def _outer(vector, placed_at, width, vector_first, dtype):

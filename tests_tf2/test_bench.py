@@ -178,3 +178,17 @@ def test_traces_plot_draws_both_workloads_or_says_it_cannot(traces_report, tmp_p
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     else:
         assert path is None and not (tmp_path / "traces.png").exists()
+
+
+def test_functions_far_slower_than_the_fastest_are_timed_after_the_others():
+    import time
+
+    from compat_grads.bench import timing
+
+    log = []
+    fns = {"slow": lambda: (time.sleep(0.03), log.append("slow")),
+           "fast": lambda: log.append("fast"), "also fast": lambda: log.append("also fast")}
+    ms = timing.interleaved_ms(fns, repeats=3, sample_s=0.001)
+    timed = log[6:]  # after two warm-up calls each
+    assert timed.index("slow") > max(i for i, name in enumerate(timed) if name != "slow")
+    assert timed.count("slow") == 3 and ms["slow"] > 25 > 1 > ms["fast"]
