@@ -196,7 +196,7 @@ def compiled(target, args, key, body, jit_compile, bind_sources=False):
     Python values would retrace per value or change dtype); otherwise the call runs eagerly.
     """
     sources, *rest = args
-    if not isinstance(sources, (tf.Tensor, tf.Variable)):  # the common case skips the nest
+    if not _plain(sources):  # the common cases skip the nest
         sources = tf.nest.map_structure(_as_tensor, sources)
     if rest and not all(isinstance(leaf, (tf.Tensor, tf.Variable))
                         for leaf in tf.nest.flatten(rest)):
@@ -243,8 +243,10 @@ class _Inputs:
         self.bound = [flat[p] for p in self.positions]
         repeated = len(distinct) < len(flat)
         # tf.function tells nests apart by the arguments' structure; with nothing passed,
-        # the structure is part of our key.
-        structure = repr(self._skeleton()) if self.passes_nothing else None
+        # the structure is part of our key (a flat list or tuple: its type and length).
+        structure = None if not self.passes_nothing else (
+            (type(sources), len(flat)) if _flat_sequence(sources, flat)
+            else repr(self._skeleton()))
         self.key = (structure, self.same if repeated else None,
                     tuple(id(leaf) for leaf in self.bound))
 
@@ -446,6 +448,22 @@ def _xla_reason(err) -> str:
     text = getattr(err, "message", str(err))
     line = next((line.strip() for line in text.splitlines() if line.strip()), "")
     return re.sub(r"\[_XlaMustCompile=[^\]]*\]", "", line)[:200]
+
+
+def _plain(sources) -> bool:
+    """Whether the sources need no conversion (`_as_tensor`): a tensor or tf.Variable, or a
+    flat list or tuple of them."""
+    if isinstance(sources, (tf.Tensor, tf.Variable)):
+        return True
+    return type(sources) in (list, tuple) and all(
+        isinstance(leaf, (tf.Tensor, tf.Variable)) and unwrap_variable(leaf) is leaf
+        for leaf in sources)
+
+
+def _flat_sequence(sources, flat) -> bool:
+    """Whether `sources` is a list or tuple of its leaves themselves (no nest inside)."""
+    return type(sources) in (list, tuple) and len(sources) == len(flat) and all(
+        a is b for a, b in zip(sources, flat))
 
 
 def _as_tensor(leaf):

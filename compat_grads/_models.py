@@ -57,6 +57,8 @@ def check_callables(function, loss_fn, model):
 
 def as_tensors(function, name, nest):
     """Inputs and labels as tensors (numpy arrays and Python lists converted)."""
+    if tf.is_tensor(nest):  # the common case skips the nest
+        return nest
     try:
         return tf.nest.map_structure(
             lambda t: t if tf.is_tensor(t) else tf.convert_to_tensor(t), nest)
