@@ -181,7 +181,7 @@ def test_hessians_start_before_the_gradients_last_product(used):
     t = np.tanh(A @ VECTOR.numpy())
     want = A.T @ (((2 - 6 * t ** 2) * (1 - t ** 2))[:, None] * A)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
-    assert True in used
+    assert any(used), used  # at least one of the products took the shortcut
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)

@@ -231,7 +231,7 @@ def markdown(report) -> str:
 
 def _against_best(ratios) -> list:
     """The side-by-side table of `against_best`, in markdown."""
-    lines = [f"| workload | {' | '.join(AGAINST_BEST)} |", "|---|---|---|---|"]
+    lines = [f"| workload | {' | '.join(AGAINST_BEST)} |", "|---" * (1 + len(AGAINST_BEST)) + "|"]
     lines += [f"| {' | '.join(row)} |" for row in against_best(ratios)]
     return lines
 
