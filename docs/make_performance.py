@@ -173,7 +173,20 @@ def _rule_section(routes) -> list:
         "(``gradient_row_list``, ``fill_gradient_rows``) are always computed each on",
         "its own, as the loop did: real code fetches them a row at a time (a saliency",
         "map's ``sess.run(grads[k])``, a class-gradient cache), and a row sliced from one",
-        "Jacobian would compute every row at each fetch.", ""]
+        "Jacobian would compute every row at each fetch.", "",
+        "With few large rows neither plan wins everywhere, and the memory allocator, not",
+        "the graph, decides which is faster. The per-sample Hessian of the bench (b=1024,",
+        "d=8: 8 rows of 256 KiB tensors) as separate passes runs at 1.14 to 1.65 times",
+        "the speed of nested tapes in ``tf.function`` in a fresh process, but at 0.89 and",
+        "0.93 after the bench's earlier workloads, with glibc serving those tensors by",
+        "``mmap`` (``MALLOC_MMAP_THRESHOLD_=131072`` in a fresh process: 0.85), or with",
+        "TensorFlow's own BFC allocator (``TF_CPU_ALLOCATOR_USE_BFC=true``: 0.93). The",
+        "same rows vectorized run at 1.05 to 1.25 in each of those states, yet 15 to 35%",
+        "slower than separate passes at b=256 and b=4096 with glibc's allocator, and at",
+        "0.85 at b=10000, d=2.",
+        "Which state a program is in is not a fact its graph shows while it is built,",
+        "so the rule keeps separate passes there (each plan was timed interleaved with",
+        "the nested tapes, in fresh and in used processes, 9 to 15 rounds each).", ""]
     if not routes:
         return lines
     lines += [

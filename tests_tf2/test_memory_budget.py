@@ -81,9 +81,9 @@ def _takes_tape(function):
     if route != "eager.tape" or _takes_tape(call[1])])
 def test_a_budget_that_chunks_gives_the_values_of_every_row_at_once(route, name, function,
                                                                      target, options):
-    whole, _ = _computed(route, function, target, chunk_size=None, **options)
-    _, plans = _computed(route, function, target, **options)
-    assert plans and all(p.chunk_size is None for p in plans), plans  # fits: no chunks
+    whole, plans = _computed(route, function, target, **options)
+    # fits: no chunks, so `whole` holds every row computed at once
+    assert plans and all(p.chunk_size is None for p in plans), plans
     assert all(p.budget_bytes is not None for p in plans), plans
     first = plans[0]  # about three chunks of the first stack
     in_flight = first.result_bytes + max(1, first.rows // 3) * first.row_bytes

@@ -83,15 +83,17 @@ def test_estimates_are_unbiased_and_their_standard_errors_honest(name):
 
 def test_a_new_seed_runs_the_same_trace():
     """A training loop with new probes each step: the seed is an input of the compiled
-    function, so ten seeds trace once (no recompile warning) and each gives the uncompiled
-    estimate."""
+    function, so ten seeds trace once (no recompile warning), all ten estimates differ, and
+    the first, a middle and the last seed give the uncompiled estimate (each uncompiled
+    call traces anew: all ten took most of this file's time)."""
     cg.clear_cache()
     x = tf.constant(XY)
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         compiled = [cg.batch_laplacian(_f, x, method="hutchinson", seed=seed).numpy()
                     for seed in range(10)]
-    for seed, got in enumerate(compiled):
+    for seed in (0, 5, 9):
+        got = compiled[seed]
         eager = cg.batch_laplacian(_f, x, method="hutchinson", seed=seed, compile=False)
         np.testing.assert_allclose(got, eager, rtol=1e-12)
     assert len({tuple(c) for c in compiled}) == 10
