@@ -19,7 +19,7 @@ from compat_grads._errors import (
     warn,
 )
 from compat_grads._options import How
-from compat_grads._python_ops import python_op
+from compat_grads._python_ops import differentiated_loop, python_op
 from compat_grads._tf import tf
 
 # What pfor raises, while building, when it cannot convert an op or a gradient through it.
@@ -90,6 +90,8 @@ def _stack(backend, fn, count, like, how, reusable, at):
         try:
             with _PforLog() as log:
                 return _stack_with(fn, count, like, True, chunk, at)
+        except _LoopInRow as found:  # known before pfor converts anything
+            reason = found.reason
         except _VECTORIZATION_ERRORS as err:
             if is_ours(err):  # bad input found while tracing the rows: a loop cannot help
                 raise
@@ -143,6 +145,17 @@ class _OncePerRun(Exception):
         self.reason = str(self)
 
 
+class _LoopInRow(Exception):
+    """Raised while tracing a row that runs a loop and differentiates it (per-example
+    gradients through an LSTM or GRU layer, a `tf.while_loop`): pfor would convert the
+    forward loop and then fail on its gradient, so the rows go to the while_loop at once."""
+
+    def __init__(self, found: str):
+        super().__init__(f"each row differentiates a loop it runs ({found}), and pfor "
+                         "cannot vectorize the gradient of a loop")
+        self.reason = str(self)
+
+
 class _PforLog(logging.Filter):
     """Holds back pfor's own error log (whole NodeDefs) while we try to vectorize: when pfor
     fails, our warning names the op instead, and the loop takes over."""
@@ -184,6 +197,7 @@ def _stack_with(fn, count, like, vectorize: bool, chunk, at, one_by_one=False,
             ops = graph.get_operations()[known:]
             _refuse_python(ops)
             if vectorize:  # pfor converts them once the row is built
+                _refuse_differentiated_loops(ops)
                 _pfor_converters.attach(ops)
         # Connectivity is structural, so recording it while tracing the body is exact.
         missing[:] = [out is None for out in outs]
@@ -235,6 +249,14 @@ def _refuse_python(ops):
     found = python_op(ops)
     if found is not None:
         raise _OncePerRun(found)
+
+
+def _refuse_differentiated_loops(ops):
+    """`_LoopInRow` when a row's new ops run a loop and its gradient (see
+    `compat_grads._python_ops.differentiated_loop`)."""
+    found = differentiated_loop(ops)
+    if found is not None:
+        raise _LoopInRow(found)
 
 
 def _one_by_one(body, count, like):

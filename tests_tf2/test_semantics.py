@@ -1,5 +1,7 @@
 """Semantics that hold in every mode, beyond what the matrix table states."""
 
+import warnings
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -102,3 +104,73 @@ def test_failed_vectorization_with_a_spent_tape_says_how_to_fix_it():
     with pytest.raises(RuntimeError, match=r"could not vectorize.*non-persistent tape cannot "
                                            r"be used again.*persistent=True.*strategy='loop'"):
         _stacking.stack(backend, backend.row, 3, [tf.ones([2])], HOW, reusable=False)
+
+
+class _Recurrent:
+    """A recurrent model written with tf.while_loop (no Keras): h ← tanh(h W + x_t b)."""
+
+    def __init__(self):
+        rng = np.random.default_rng(7)
+        self.w = tf.Variable(rng.standard_normal((3, 3)).astype(np.float32) / 2)
+        self.b = tf.Variable(rng.standard_normal(3).astype(np.float32))
+        self.trainable_weights = [self.w, self.b]
+
+    def __call__(self, x):  # x: [batch, steps]
+        def step(t, h):
+            return t + 1, tf.tanh(h @ self.w + x[:, t:t + 1] * self.b)
+        h0 = tf.zeros([tf.shape(x)[0], 3])
+        return tf.while_loop(lambda t, h: t < x.shape[1], step, (0, h0))[1]
+
+
+def _squared(y_true, y_pred):
+    return tf.reduce_sum((y_pred - y_true) ** 2, -1)
+
+
+def _count_pfor_conversions(monkeypatch):
+    from tensorflow.python.ops.parallel_for import pfor
+    built = []
+    original = pfor.PFor.__init__
+
+    def counted(self, *args, **kwargs):
+        built.append(1)
+        original(self, *args, **kwargs)
+    monkeypatch.setattr(pfor.PFor, "__init__", counted)
+    return built
+
+
+@pytest.mark.parametrize("mode", ["eager", "function"])
+def test_rows_that_differentiate_a_loop_go_to_the_while_loop_without_a_pfor_attempt(
+        mode, monkeypatch):
+    """Per-example gradients through a loop: each row runs the loop and its gradient, which
+    pfor cannot vectorize (it would convert the forward loop first, seconds for a Keras
+    LSTM, and then fail). The row is refused before pfor converts anything, with a warning
+    that names the loop, and the values are the Python loop's over examples."""
+    model = _Recurrent()
+    x = tf.constant(np.random.default_rng(8).standard_normal((4, 5)).astype(np.float32))
+    y = tf.constant(np.random.default_rng(9).standard_normal((4, 3)).astype(np.float32))
+    built = _count_pfor_conversions(monkeypatch)
+    run = lambda: cg.per_example_gradients(_squared, model, x, y)  # noqa: E731
+    with pytest.warns(cg.VectorizationWarning, match=r"per_example_gradients: could not "
+                      r"vectorize.*each row differentiates a loop it runs \(the "
+                      r"(Stateless)?While op '[^']*while[^']*'\)"):
+        grads = run() if mode == "eager" else tf.function(run)()
+    assert not built, "pfor converted a row it cannot vectorize"
+    for s in range(4):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(_squared(y[s:s + 1], model(x[s:s + 1])))
+        for got, want in zip(grads, tape.gradient(loss, model.trainable_weights)):
+            np.testing.assert_allclose(got[s], want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_loop_whose_gradient_is_outside_the_rows_still_vectorizes(monkeypatch):
+    """A Jacobian through a loop run once: the rows hold the loop's gradient only (its
+    forward run is outside them), which pfor vectorizes; no warning."""
+    model = _Recurrent()
+    x = tf.constant(np.random.default_rng(8).standard_normal((4, 5)).astype(np.float32))
+    built = _count_pfor_conversions(monkeypatch)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", cg.VectorizationWarning)
+        jacobian = cg.stacked_jacobian(model, x, strategy="reverse")
+    assert built, "the rows were not vectorized"
+    want = cg.stacked_jacobian(model, x, strategy="loop")
+    np.testing.assert_allclose(jacobian, want, rtol=1e-5, atol=1e-6)
