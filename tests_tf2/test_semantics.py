@@ -1,5 +1,6 @@
 """Semantics that hold in every mode, beyond what the matrix table states."""
 
+import importlib
 import warnings
 
 import numpy as np
@@ -127,7 +128,7 @@ def _squared(y_true, y_pred):
 
 
 def _count_pfor_conversions(monkeypatch):
-    from tensorflow.python.ops.parallel_for import pfor
+    pfor = importlib.import_module("tensorflow.python.ops.parallel_for.pfor")  # the module
     built = []
     original = pfor.PFor.__init__
 
