@@ -26,6 +26,12 @@ def python_op(ops) -> str | None:
     return _first(ops, PYTHON_OP_TYPES, set())
 
 
+def loop_inside(ops) -> str | None:
+    """`the While op 'a' inside the function 'f' that the op 'b' calls` (or `the While op
+    'a'`) for the first of `ops` that runs a loop; None when none does."""
+    return _first(ops, LOOP_OP_TYPES, set())
+
+
 def differentiated_loop(ops) -> str | None:
     """`the While op 'a'` (or `... inside the function 'f' that the op 'b' calls`) for the
     first of `ops` that runs a loop and gives a variant to another of `ops` that runs a loop
@@ -36,13 +42,13 @@ def differentiated_loop(ops) -> str | None:
     inside = set(ops)
 
     def runs_loop(op):
-        return _first([op], LOOP_OP_TYPES, set()) is not None
+        return loop_inside([op]) is not None
 
     feeding = [op for op in ops if any(
         out.dtype.name == "variant" and any(user in inside and runs_loop(user)
                                             for user in out.consumers())
         for out in op.outputs)]
-    return _first(feeding, LOOP_OP_TYPES, set())
+    return loop_inside(feeding)
 
 
 def _first(ops, types, seen):

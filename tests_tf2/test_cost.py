@@ -131,3 +131,21 @@ def test_rows_through_a_tf2_loop_run_in_a_while_loop_not_pfor():
     np.testing.assert_allclose(cg.batch_hessian(f, x).numpy(),
                                cg.batch_hessian(f, x, strategy="loop").numpy(),
                                rtol=1e-5, atol=1e-6)
+
+
+def test_a_loop_inside_a_called_function_counts_as_a_loop():
+    """A Keras LSTM runs its tf.while_loop in a function of its own: the graph shows only
+    the op that calls it. The rule looks inside, and a batch_jacobian through it runs in a
+    while_loop (no pfor), with the values of the vectorized rows."""
+    weights = tf.constant(np.random.RandomState(6).randn(3, 3).astype(np.float32) / 2)
+    recurrent = tf.function(lambda h: tf.while_loop(
+        lambda k, h: k < 3, lambda k, h: (k + 1, tf.tanh(h @ weights)), (0, h))[1])
+    x = tf.constant(np.random.RandomState(7).randn(4, 3).astype(np.float32))
+    graph = tf.function(lambda v: cg.batch_jacobian(recurrent, v)).get_concrete_function(
+        tf.TensorSpec([4, 3])).graph
+    calls = [op for op in graph.get_operations() if op.type.endswith("PartitionedCall")]
+    assert calls and not any("pfor" in op.name for op in graph.get_operations())
+    assert _cost.ops_facts(calls).kinds & _cost.LOOP_OPS
+    np.testing.assert_allclose(cg.batch_jacobian(recurrent, x).numpy(),
+                               cg.batch_jacobian(recurrent, x, strategy="reverse").numpy(),
+                               rtol=1e-5, atol=1e-6)

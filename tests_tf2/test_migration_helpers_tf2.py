@@ -1,6 +1,8 @@
 """The runtime-checked migration helpers in TF2: eagerly they run the code they replace
 (errors included); in a `tf.function` they vectorize and equal that code."""
 
+import importlib
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -60,6 +62,60 @@ def test_row_while_loop_vectorizes_in_a_tf_function():
     graph = theirs.get_concrete_function(
         tf.TensorSpec([4, 2], tf.float32), tf.TensorSpec([2, 3], tf.float32)).graph
     assert {op.type for op in graph.get_operations()} & LOOPS
+
+
+def _counted_pfor(monkeypatch):
+    """A list that gets an entry each time pfor starts converting a traced row."""
+    pfor = importlib.import_module("tensorflow.python.ops.parallel_for.pfor")  # the module
+    built, original = [], pfor.PFor.__init__
+
+    def counted(self, *args, **kwargs):
+        built.append(1)
+        original(self, *args, **kwargs)
+    monkeypatch.setattr(pfor.PFor, "__init__", counted)
+    return built
+
+
+def test_row_while_loop_traces_the_body_once_when_it_vectorizes(monkeypatch):
+    """The static rule reads the row pfor traces: no second trace of the body to decide."""
+    traced, built = [], _counted_pfor(monkeypatch)
+
+    def counted(loop, x, w):
+        def body(i, acc):
+            traced.append(i)
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                row = tf.tanh(tf.matmul(x, w))[i]
+            return i + 1, acc.write(i, tape.gradient(row, x))
+        return loop(lambda i, _: i < 4, body, [0, tf.TensorArray(tf.float32, size=4)])
+
+    graph = tf.function(lambda x, w: counted(migrate.row_while_loop, x, w)[1].stack())
+    graph.get_concrete_function(tf.TensorSpec([4, 2]), tf.TensorSpec([2, 3]))
+    assert len(traced) == 1 and built
+
+
+def test_a_body_that_differentiates_a_loop_runs_the_while_loop_without_pfor(monkeypatch):
+    """Each row runs a tf.while_loop inside a function it calls (as a Keras LSTM layer
+    does) and differentiates it, which pfor cannot vectorize: the traced row shows it, and
+    the while_loop runs, with its values."""
+    built = _counted_pfor(monkeypatch)
+    recurrent = tf.function(lambda h, w: tf.while_loop(
+        lambda k, h: k < 3, lambda k, h: (k + 1, tf.tanh(h @ w[:, :2])), (0, h))[1])
+
+    def rows(loop, x, w):
+        def body(i, acc):
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                row = tf.reduce_sum(recurrent(x, w)[i])
+            return i + 1, acc.write(i, tape.gradient(row, x))
+        return loop(lambda i, _: i < 4, body, [0, tf.TensorArray(tf.float32, size=4)])[1].stack()
+
+    ours = tf.function(lambda x, w: rows(migrate.row_while_loop, x, w))
+    theirs = tf.function(lambda x, w: rows(tf.while_loop, x, w))
+    x2 = tf.constant(np.linspace(-1.0, 1.0, 8).reshape(4, 2).astype(np.float32))
+    np.testing.assert_allclose(ours(x2, tf.constant(W)), theirs(x2, tf.constant(W)),
+                               rtol=1e-6, atol=1e-7)
+    assert not built, "pfor converted a row it cannot vectorize"
 
 
 @pytest.mark.parametrize("helper, call", [

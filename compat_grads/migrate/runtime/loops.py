@@ -1,13 +1,14 @@
 """The runtime-checked loops: `row_while_loop` and `gradient_map_fn`, what `compat-grads
 scan --fix` writes in place of a `tf.while_loop` that writes one gradient row per index, or
-a `tf.map_fn` that differentiates with respect to its element. They run the body once on a
-symbolic index (or element), check it has the form they vectorize, and compute every row at
-once with `tf.vectorized_map` when the static rule of `compat_grads._cost` finds that faster;
-otherwise they run the loop itself."""
+a `tf.map_fn` that differentiates with respect to its element. They trace the body once,
+for `tf.vectorized_map`, on its symbolic index (or element), check it has the form they
+vectorize, and compute every row at once when the static rule of `compat_grads._cost`,
+reading that trace, finds that faster; otherwise they run the loop itself."""
 
 from __future__ import annotations
 
 from compat_grads import _cost, dispatch
+from compat_grads._python_ops import differentiated_loop
 from compat_grads._tf import tf
 
 # What a `tf.while_loop` or `tf.map_fn` keyword may be for the vectorized route: these
@@ -31,8 +32,9 @@ def row_while_loop(cond, body, loop_vars, **kwargs):
     `tf.vectorized_map` (which runs the body's own ops, gradients included, for every index
     together) and scattered into the TensorArray, unless
     the static rule of `compat_grads._cost`, reading the ops and sizes of that one row,
-    finds the loop faster (convolutions, pooling, TF2 loops, large rows). Otherwise, and in
-    eager mode, the while_loop itself runs.
+    finds the loop faster (convolutions, pooling, TF2 loops, large rows), or the row
+    differentiates a loop it runs (an LSTM, a `tf.while_loop`: pfor cannot vectorize that).
+    Otherwise, and in eager mode, the while_loop itself runs.
 
     Returns:
       What the while_loop returns: the final index and the filled TensorArray, in the
@@ -51,7 +53,7 @@ def gradient_map_fn(fn, elems, **kwargs):
     returns one tensor of the same dtype (and makes nothing random), computed with
     `tf.vectorized_map(fn, elems)` for every element together, unless the static rule of
     `compat_grads._cost`, reading the ops and sizes of one element's call, finds `map_fn`
-    faster; otherwise by `map_fn`.
+    faster (or the call differentiates a loop it runs); otherwise by `map_fn`.
 
     Returns:
       What `map_fn` returns.
@@ -104,9 +106,8 @@ def _vectorized_loop(cond, body, loop_vars, kwargs):
     row = tf.autograph.experimental.do_not_convert(
         lambda i: _row(body, tf.cast(i, dtype), array.dtype))
     try:
-        if not _vectorizing_wins(row, tf.get_static_value(count)):
-            return None
-        rows = tf.vectorized_map(row, indices)
+        rows = tf.vectorized_map(_if_vectorizing_wins(row, tf.get_static_value(count)),
+                                 indices)
     except Exception:  # noqa: BLE001 - anything the body does not survive: the loop runs
         return None
     if kwargs.get("back_prop") is False:
@@ -180,12 +181,23 @@ class _deterministic:
 _READS = frozenset({"ReadVariableOp", "VarHandleOp", "VariableV2", "Variable"})
 
 
-def _vectorizing_wins(row, rows) -> bool:
-    """Whether the static rule of `compat_grads._cost` vectorizes `rows` rows (None: known
-    at run time only), reading the ops of one `row(index)` built here (what pfor would
-    stack). Where it does not, the loop itself is the faster code."""
-    _, ops = _cost.new_ops(lambda: row(tf.zeros([], tf.int32)))
-    return _cost.plan(None if rows is None else int(rows), _cost.ops_facts(ops)).vectorized
+def _if_vectorizing_wins(row, rows):
+    """`row`, for `tf.vectorized_map` to trace: it raises `_LoopWins` (before pfor converts
+    anything) where the static rule of `compat_grads._cost`, reading the ops of the row pfor
+    traces, does not vectorize `rows` rows (None: known at run time only), or where the row
+    differentiates a loop it runs, which pfor cannot vectorize. There the loop itself is the
+    faster code. The row is traced once: the rule reads pfor's own trace."""
+    def checked(index):
+        out, ops = _cost.new_ops(lambda: row(index))
+        rule = _cost.plan(None if rows is None else int(rows), _cost.ops_facts(ops))
+        if not rule.vectorized or differentiated_loop(ops) is not None:
+            raise _LoopWins
+        return out
+    return checked
+
+
+class _LoopWins(Exception):
+    """The loop itself runs faster than (or where pfor cannot run) the vectorized rows."""
 
 
 def _vectorized_map(fn, elems, kwargs):
@@ -204,10 +216,8 @@ def _vectorized_map(fn, elems, kwargs):
 
     one = tf.autograph.experimental.do_not_convert(element)  # as map_fn does not convert fn
     try:
-        if not _vectorizing_wins(lambda i: one(tf.gather(elems, i)),
-                                 tf.compat.dimension_value(elems.shape[0])):
-            return None
-        out = tf.vectorized_map(one, elems)
+        out = tf.vectorized_map(_if_vectorizing_wins(
+            one, tf.compat.dimension_value(elems.shape[0])), elems)
     except Exception:  # noqa: BLE001 - anything fn does not survive: map_fn runs
         return None
     return tf.stop_gradient(out) if kwargs.get("back_prop") is False else out
