@@ -102,7 +102,8 @@ def ops_facts(ops) -> Facts:
     inside a function an op calls counts as a loop of the row (a Keras LSTM or GRU layer
     runs its tf.while_loop in a function of its own: pfor converts it just as slowly; a
     batch_jacobian through an LSTM built in 2.7-2.9 s vectorized, 0.73-0.76 s in a
-    while_loop, which ran as fast or faster)."""
+    while_loop, which then ran in 4.0 ms against 3.5 for 8 samples, 4.1 against 6.2 for
+    64)."""
     ops = [op for op in ops if op.type != "Const"]
     row_bytes = sum(_bytes(t) for op in ops for t in op.outputs if t.dtype.is_floating)
     kinds = {op.type for op in ops}

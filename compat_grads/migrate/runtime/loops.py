@@ -8,7 +8,6 @@ reading that trace, finds that faster; otherwise they run the loop itself."""
 from __future__ import annotations
 
 from compat_grads import _cost, dispatch
-from compat_grads._python_ops import differentiated_loop
 from compat_grads._tf import tf
 
 # What a `tf.while_loop` or `tf.map_fn` keyword may be for the vectorized route: these
@@ -32,9 +31,9 @@ def row_while_loop(cond, body, loop_vars, **kwargs):
     `tf.vectorized_map` (which runs the body's own ops, gradients included, for every index
     together) and scattered into the TensorArray, unless
     the static rule of `compat_grads._cost`, reading the ops and sizes of that one row,
-    finds the loop faster (convolutions, pooling, TF2 loops, large rows), or the row
-    differentiates a loop it runs (an LSTM, a `tf.while_loop`: pfor cannot vectorize that).
-    Otherwise, and in eager mode, the while_loop itself runs.
+    finds the loop faster (convolutions, pooling, TF2 loops, also one inside a function
+    the row calls, as in an LSTM layer, large rows). Otherwise, and in eager mode, the
+    while_loop itself runs.
 
     Returns:
       What the while_loop returns: the final index and the filled TensorArray, in the
@@ -53,7 +52,7 @@ def gradient_map_fn(fn, elems, **kwargs):
     returns one tensor of the same dtype (and makes nothing random), computed with
     `tf.vectorized_map(fn, elems)` for every element together, unless the static rule of
     `compat_grads._cost`, reading the ops and sizes of one element's call, finds `map_fn`
-    faster (or the call differentiates a loop it runs); otherwise by `map_fn`.
+    faster; otherwise by `map_fn`.
 
     Returns:
       What `map_fn` returns.
@@ -184,20 +183,20 @@ _READS = frozenset({"ReadVariableOp", "VarHandleOp", "VariableV2", "Variable"})
 def _if_vectorizing_wins(row, rows):
     """`row`, for `tf.vectorized_map` to trace: it raises `_LoopWins` (before pfor converts
     anything) where the static rule of `compat_grads._cost`, reading the ops of the row pfor
-    traces, does not vectorize `rows` rows (None: known at run time only), or where the row
-    differentiates a loop it runs, which pfor cannot vectorize. There the loop itself is the
-    faster code. The row is traced once: the rule reads pfor's own trace."""
+    traces, does not vectorize `rows` rows (None: known at run time only). There the loop
+    itself is the faster code (a row that runs a loop, also one inside a function it calls,
+    as an LSTM does, is one of those: pfor could not vectorize one that differentiates its
+    loop at all). The row is traced once: the rule reads pfor's own trace."""
     def checked(index):
         out, ops = _cost.new_ops(lambda: row(index))
-        rule = _cost.plan(None if rows is None else int(rows), _cost.ops_facts(ops))
-        if not rule.vectorized or differentiated_loop(ops) is not None:
+        if not _cost.plan(None if rows is None else int(rows), _cost.ops_facts(ops)).vectorized:
             raise _LoopWins
         return out
     return checked
 
 
 class _LoopWins(Exception):
-    """The loop itself runs faster than (or where pfor cannot run) the vectorized rows."""
+    """The loop itself runs faster than the vectorized rows."""
 
 
 def _vectorized_map(fn, elems, kwargs):
