@@ -1,8 +1,6 @@
 """The runtime-checked migration helpers in TF2: eagerly they run the code they replace
 (errors included); in a `tf.function` they vectorize and equal that code."""
 
-import importlib
-
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -64,21 +62,9 @@ def test_row_while_loop_vectorizes_in_a_tf_function():
     assert {op.type for op in graph.get_operations()} & LOOPS
 
 
-def _counted_pfor(monkeypatch):
-    """A list that gets an entry each time pfor starts converting a traced row."""
-    pfor = importlib.import_module("tensorflow.python.ops.parallel_for.pfor")  # the module
-    built, original = [], pfor.PFor.__init__
-
-    def counted(self, *args, **kwargs):
-        built.append(1)
-        original(self, *args, **kwargs)
-    monkeypatch.setattr(pfor.PFor, "__init__", counted)
-    return built
-
-
-def test_row_while_loop_traces_the_body_once_when_it_vectorizes(monkeypatch):
+def test_row_while_loop_traces_the_body_once_when_it_vectorizes(pfor_conversions):
     """The static rule reads the row pfor traces: no second trace of the body to decide."""
-    traced, built = [], _counted_pfor(monkeypatch)
+    traced = []
 
     def counted(loop, x, w):
         def body(i, acc):
@@ -91,14 +77,14 @@ def test_row_while_loop_traces_the_body_once_when_it_vectorizes(monkeypatch):
 
     graph = tf.function(lambda x, w: counted(migrate.row_while_loop, x, w)[1].stack())
     graph.get_concrete_function(tf.TensorSpec([4, 2]), tf.TensorSpec([2, 3]))
-    assert len(traced) == 1 and built
+    assert len(traced) == 1 and pfor_conversions
 
 
-def test_a_body_that_differentiates_a_loop_runs_the_while_loop_without_pfor(monkeypatch):
+def test_a_body_that_differentiates_a_loop_runs_the_while_loop_without_pfor(
+        pfor_conversions):
     """Each row runs a tf.while_loop inside a function it calls (as a Keras LSTM layer
     does) and differentiates it, which pfor cannot vectorize: the traced row shows it, and
     the while_loop runs, with its values."""
-    built = _counted_pfor(monkeypatch)
     recurrent = tf.function(lambda h, w: tf.while_loop(
         lambda k, h: k < 3, lambda k, h: (k + 1, tf.tanh(h @ w[:, :2])), (0, h))[1])
 
@@ -115,7 +101,7 @@ def test_a_body_that_differentiates_a_loop_runs_the_while_loop_without_pfor(monk
     x2 = tf.constant(np.linspace(-1.0, 1.0, 8).reshape(4, 2).astype(np.float32))
     np.testing.assert_allclose(ours(x2, tf.constant(W)), theirs(x2, tf.constant(W)),
                                rtol=1e-6, atol=1e-7)
-    assert not built, "pfor converted a row it cannot vectorize"
+    assert not pfor_conversions, "pfor converted a row it cannot vectorize"
 
 
 @pytest.mark.parametrize("helper, call", [

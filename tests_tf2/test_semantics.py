@@ -1,6 +1,5 @@
 """Semantics that hold in every mode, beyond what the matrix table states."""
 
-import importlib
 import warnings
 
 import numpy as np
@@ -127,21 +126,9 @@ def _squared(y_true, y_pred):
     return tf.reduce_sum((y_pred - y_true) ** 2, -1)
 
 
-def _count_pfor_conversions(monkeypatch):
-    pfor = importlib.import_module("tensorflow.python.ops.parallel_for.pfor")  # the module
-    built = []
-    original = pfor.PFor.__init__
-
-    def counted(self, *args, **kwargs):
-        built.append(1)
-        original(self, *args, **kwargs)
-    monkeypatch.setattr(pfor.PFor, "__init__", counted)
-    return built
-
-
 @pytest.mark.parametrize("mode", ["eager", "function"])
 def test_rows_that_differentiate_a_loop_go_to_the_while_loop_without_a_pfor_attempt(
-        mode, monkeypatch):
+        mode, pfor_conversions):
     """Per-example gradients through a loop: each row runs the loop and its gradient, which
     pfor cannot vectorize (it would convert the forward loop first, seconds for a Keras
     LSTM, and then fail). The row is refused before pfor converts anything, with a warning
@@ -149,13 +136,12 @@ def test_rows_that_differentiate_a_loop_go_to_the_while_loop_without_a_pfor_atte
     model = _Recurrent()
     x = tf.constant(np.random.default_rng(8).standard_normal((4, 5)).astype(np.float32))
     y = tf.constant(np.random.default_rng(9).standard_normal((4, 3)).astype(np.float32))
-    built = _count_pfor_conversions(monkeypatch)
     run = lambda: cg.per_example_gradients(_squared, model, x, y)  # noqa: E731
     with pytest.warns(cg.VectorizationWarning, match=r"per_example_gradients: could not "
                       r"vectorize.*each row differentiates a loop it runs \(the "
                       r"(Stateless)?While op '[^']*while[^']*'\)"):
         grads = run() if mode == "eager" else tf.function(run)()
-    assert not built, "pfor converted a row it cannot vectorize"
+    assert not pfor_conversions, "pfor converted a row it cannot vectorize"
     for s in range(4):
         with tf.GradientTape() as tape:
             loss = tf.reduce_sum(_squared(y[s:s + 1], model(x[s:s + 1])))
@@ -163,15 +149,14 @@ def test_rows_that_differentiate_a_loop_go_to_the_while_loop_without_a_pfor_atte
             np.testing.assert_allclose(got[s], want, rtol=1e-5, atol=1e-6)
 
 
-def test_a_loop_whose_gradient_is_outside_the_rows_still_vectorizes(monkeypatch):
+def test_a_loop_whose_gradient_is_outside_the_rows_still_vectorizes(pfor_conversions):
     """A Jacobian through a loop run once: the rows hold the loop's gradient only (its
     forward run is outside them), which pfor vectorizes; no warning."""
     model = _Recurrent()
     x = tf.constant(np.random.default_rng(8).standard_normal((4, 5)).astype(np.float32))
-    built = _count_pfor_conversions(monkeypatch)
     with warnings.catch_warnings():
         warnings.simplefilter("error", cg.VectorizationWarning)
         jacobian = cg.stacked_jacobian(model, x, strategy="reverse")
-    assert built, "the rows were not vectorized"
+    assert pfor_conversions, "the rows were not vectorized"
     want = cg.stacked_jacobian(model, x, strategy="loop")
     np.testing.assert_allclose(jacobian, want, rtol=1e-5, atol=1e-6)
