@@ -1,11 +1,12 @@
 """How `compat-grads check` runs: the quick check's subset rule, both processes at once,
 progress on stderr (heartbeat lines off a terminal), `--quiet`, pure `--json` on stdout, no
 TensorFlow log at start, Ctrl-C and SIGTERM leaving no TF1 process behind, and a clear
-error when the TF1 process cannot start."""
+error when the TF1 process cannot start. The installed console script is run too."""
 
 import fcntl
 import json
 import os
+import pathlib
 import pty
 import re
 import signal
@@ -15,6 +16,7 @@ import sys
 import termios
 import time
 
+import numpy as np
 import pytest
 
 from compat_grads import _progress, cli
@@ -26,6 +28,7 @@ NATIVE_LOG = re.compile(r"^([IWEF]\d{4} |WARNING: All log messages before absl)|
 HEARTBEAT = re.compile(r"^compat-grads check: \d+ of \d+ done, \d+ s elapsed.* \(TF1 \d+/\d+, "
                        r"TF2 \d+/\d+\)", re.M)
 ONE_ITEM = "scalar_stack-stacked_jacobian-forward"
+TABLE_ITEM = "matmul_column-stacked_jacobian-auto"
 
 
 def _env(**changes):
@@ -117,14 +120,26 @@ def test_heartbeat_names_the_parts_and_the_time_left():
     assert len(lines) == count  # closed: the ticker stopped
 
 
-def test_a_run_off_a_terminal_beats_and_starts_quiet():
-    done = _check("-k", ONE_ITEM, "--heartbeat", "0.2")
-    assert done.returncode == 0, done.stderr
+def _console_script():
+    """The installed `compat-grads` command beside this Python (a console script of the
+    package's entry points)."""
+    script = pathlib.Path(sys.executable).with_name("compat-grads")
+    assert script.is_file(), f"the package is installed without its console script: {script}"
+    return str(script)
+
+
+def test_the_console_script_off_a_terminal_beats_starts_quiet_and_prints_the_table():
+    done = subprocess.run([_console_script(), "check", "-k", TABLE_ITEM, "--heartbeat", "0.2"],
+                          capture_output=True, text=True, timeout=600, env=_env())
+    assert done.returncode == 0, done.stdout + done.stderr
     assert HEARTBEAT.search(done.stderr), done.stderr
     assert not NATIVE_LOG.search(done.stderr), done.stderr
     assert "compat-grads check: TensorFlow" in done.stderr.splitlines()[0]
     lines = done.stdout.splitlines()
     assert lines[0].split(" | ") == list(check_command.HEADER)
+    cells = lines[2].split(" | ")
+    assert cells[:3] == ["matmul_column", "stacked_jacobian", "(100, 1, 50, 1)"], lines[2]
+    assert cells[-1] == "ok" and np.isfinite(float(cells[3])) and float(cells[4]) < 1e-4
     assert re.fullmatch(r"1 of 1 rows agree across routes and with the oracle in \d+ s "
                         r"\(TensorFlow \S+, quick check; --full for all 1 items\)",
                         lines[-1]), lines[-1]
@@ -147,11 +162,12 @@ def test_native_log_written_after_the_import_is_dropped_and_the_rest_passes():
         "a native message that is not a log line", "ours"], done.stderr
 
 
-def test_a_terminal_gets_a_live_bar():
+def test_a_terminal_gets_a_live_bar_and_the_log_level_the_user_set():
     primary, replica = pty.openpty()
     fcntl.ioctl(replica, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
     check = subprocess.Popen([sys.executable, "-m", "compat_grads", "check", "-k", ONE_ITEM],
-                             stdout=subprocess.PIPE, stderr=replica, text=True, env=_env())
+                             stdout=subprocess.PIPE, stderr=replica, text=True,
+                             env=_env(TF_CPP_MIN_LOG_LEVEL="0"))
     os.close(replica)
     screen = b""
     while True:
@@ -170,27 +186,21 @@ def test_a_terminal_gets_a_live_bar():
     assert "TF1 " in text and "TF2 " in text
     assert not HEARTBEAT.search(text), "no heartbeat lines on a terminal"
     assert out.splitlines()[-1].startswith("1 of 1 rows agree")
+    assert NATIVE_LOG.search(text), "TensorFlow's log at the level the user set is kept"
 
 
-def test_quiet_json_is_pure_json_and_nothing_else():
-    done = _check("-k", ONE_ITEM, "--json", "--quiet", "--heartbeat", "0.1")
+def test_quiet_json_is_pure_json_and_nothing_else_and_tf_log_shows_what_it_hides():
+    env = _env(TF_ENABLE_ONEDNN_OPTS="1")  # oneDNN announces itself when TensorFlow loads
+    done = _check("-k", ONE_ITEM, "--json", "--quiet", "--heartbeat", "0.1", env=env)
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
     report = json.loads(done.stdout)
     assert report["full"] is False
     assert report["summary"].startswith("1 of 1 rows agree")
     assert [row["verdict"] for row in report["rows"]] == ["ok"]
-
-
-def test_tf_log_shows_what_the_default_hides():
-    env = _env(TF_ENABLE_ONEDNN_OPTS="1")  # oneDNN announces itself when TensorFlow loads
     loud = _check("-k", ONE_ITEM, "--quiet", "--tf-log", env=env)
-    quiet = _check("-k", ONE_ITEM, "--quiet", env=env)
-    assert loud.returncode == quiet.returncode == 0, loud.stderr + quiet.stderr
+    assert loud.returncode == 0, loud.stderr
     assert NATIVE_LOG.search(loud.stderr), loud.stderr
-    assert quiet.stderr == ""
-    user_level = _check("-k", ONE_ITEM, "--quiet", env=dict(env, TF_CPP_MIN_LOG_LEVEL="0"))
-    assert NATIVE_LOG.search(user_level.stderr), "a level the user set is kept"
 
 
 # ---------------------------------------------------------------------- failure and stops

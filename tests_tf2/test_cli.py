@@ -1,16 +1,11 @@
 """`compat-grads check`: table, JSON, exit codes, the mode spellings and the docs' counts."""
 
 import json
-import os
 import pathlib
 import re
-import subprocess
-import sys
-
-import numpy as np
 
 from compat_grads import cli, pytest_plugin
-from compat_grads.testing import check_command, matrix, models, modes, oracle, routes
+from compat_grads.testing import matrix, models, modes, oracle, routes
 
 DOCS = pathlib.Path(__file__).resolve().parents[1] / "docs"
 
@@ -44,20 +39,6 @@ def test_check_exits_1_on_a_mismatch(capsys, monkeypatch):
 def test_check_unknown_pattern_exits_2(capsys):
     assert cli.main(["check", "-k", "no-such-case"]) == 2
     assert "no matrix item matches" in capsys.readouterr().err
-
-
-def test_python_dash_m_prints_the_table():
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    done = subprocess.run([sys.executable, "-m", "compat_grads", "check", "-k",
-                           "matmul_column-stacked_jacobian-auto"],
-                          capture_output=True, text=True, env=env, timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr
-    lines = done.stdout.splitlines()
-    assert lines[0].split(" | ") == list(check_command.HEADER)
-    assert lines[2].startswith("matmul_column | stacked_jacobian | (100, 1, 50, 1) | ")
-    assert lines[2].endswith(" | ok")
-    assert float(lines[2].split(" | ")[4]) < 1e-4
-    assert np.isfinite(float(lines[2].split(" | ")[3]))
 
 
 def test_check_models_runs_the_keras_matrix(capsys):

@@ -75,6 +75,19 @@ def test_every_item_runs_every_mode_and_each_case_function_and_strategy_every_ro
         assert max(runs.values()) < 1.5 * min(runs.values()), runs
 
 
+def test_chunk_size_meets_every_strategy_of_each_function_by_turns():
+    chunked = [i for i in ITEMS if i.chunk_size]
+    for function in ("stacked_jacobian", "batch_jacobian", "hessian", "batch_hessian"):
+        runs = collections.Counter(i.strategy for i in chunked if i.function == function)
+        assert set(runs) == {"reverse", "forward", "loop"}, (function, runs)
+        cases = {i.case.name for i in chunked if i.function == function}
+        assert cases == {i.case.name for i in ITEMS if i.function == function
+                         and i.case.name in matrix.CHUNKED}
+        if len(cases) >= 3:  # one strategy chunked per case, each on about a third of them
+            assert sum(runs.values()) == len(cases) and max(runs.values()) <= min(
+                runs.values()) + 1, (function, runs)
+
+
 def test_the_plan_is_the_whole_matrixs_whatever_pytest_selects():
     # `pytest -k` runs a subset with the routes the whole matrix gives it
     assert set(PLAN) == {item.id for item in items()}

@@ -57,12 +57,10 @@ def run(quick=False, out_dir="bench-results", plot=True, log=print) -> dict:
     for step in steps:
         measures += step()
         log(f"... {measures[-1].workload}")
-    tf1 = timing.in_subprocess("compat_grads.bench.tf1_graph",
-                               [repeats, sizes["loop_max"], *sizes["tf1_sizes"]])
-    log("... TF1 graph build and run")
-    tf1_cnn = timing.in_subprocess("compat_grads.bench.tf1_graph", ["cnn", repeats,
-                                                                     sizes["cnn"]])
-    log("... TF1 class rows through a CNN")
+    in_tf1 = timing.in_subprocess("compat_grads.bench.tf1_graph", [
+        repeats, sizes["loop_max"], *sizes["tf1_sizes"], "--cnn", sizes["cnn"]])
+    tf1, tf1_cnn = in_tf1["graph"], in_tf1["cnn"]
+    log("... TF1 graph build and run, and class rows through a CNN")
     memory = _memory(*sizes["memory"])
     log("... memory")
     bigger = timing.in_subprocess("compat_grads.bench.bigger", sizes["bigger"])

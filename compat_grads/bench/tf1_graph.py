@@ -1,7 +1,7 @@
 """TF1 graph build and run for m target elements (weights fed as placeholders, so constant
-size does not dominate), or the few class rows through a small CNN. Run in its own
-process: `python -m compat_grads.bench.tf1_graph REPEATS LOOP_MAX M...` (or `... cnn
-REPEATS BATCH`); prints one JSON line: a list of rows."""
+size does not dominate), and the few class rows through a small CNN. Run in its own
+process: `python -m compat_grads.bench.tf1_graph REPEATS LOOP_MAX M... [--cnn BATCH]`;
+prints one JSON line: {"graph": rows, "cnn": rows or null}."""
 
 import json
 import sys
@@ -126,10 +126,14 @@ def measure_cnn(batch, repeats):
 
 
 def main(argv):
+    """`repeats loop_max m... [--cnn batch]`: prints {"graph": the rows of `measure` for each
+    m, "cnn": the rows of `measure_cnn` (None without --cnn)}, both from this one TF1
+    process."""
     tf.compat.v1.disable_v2_behavior()
-    if argv[0] == "cnn":
-        print(json.dumps(measure_cnn(int(argv[2]), int(argv[1]))))
-        return 0
+    cnn_batch = None
+    if "--cnn" in argv:
+        at = argv.index("--cnn")
+        cnn_batch, argv = int(argv[at + 1]), argv[:at] + argv[at + 2:]
     repeats, loop_max, *sizes = map(int, argv)
     rows = []
     for m in sizes:
@@ -137,7 +141,8 @@ def main(argv):
             if "Python loop" in name and m > loop_max:
                 continue
             rows.append({"m": m, "recipe": name, **measure(m, build, repeats)})
-    print(json.dumps(rows))
+    cnn = None if cnn_batch is None else measure_cnn(cnn_batch, repeats)
+    print(json.dumps({"graph": rows, "cnn": cnn}))
     return 0
 
 

@@ -176,7 +176,21 @@ def _functions(case: Case):
 CHUNKED = ("matmul_column", "mlp_tanh", "mlp_dynamic_batch", "nest_dict", "unconnected",
            "gather", "per_sample_hessian_3x2y_plus_y2_dynamic", "coupled_samples", "piecewise_cond",
            "elementwise_variables")
-"""Cases that also run with chunk_size=3 (reverse, forward, loop): same values."""
+"""Cases that also run with chunk_size=3: same values. A function with a strategy runs one
+explicit strategy chunked on each of these cases, by turns over the chunked cases it meets
+(`_chunked_strategies`), so each strategy meets it chunked on several cases; a function
+that meets fewer than three of them runs every strategy chunked there."""
+_CHUNK_STRATEGIES = ("reverse", "forward", "loop")
+
+
+@functools.cache
+def _chunked_strategies(case_name: str, function: str) -> tuple:
+    """The explicit strategies `function` runs with chunk_size=3 on the chunked case
+    `case_name` (see CHUNKED)."""
+    met = [c.name for c in CASES if c.name in CHUNKED and function in _functions(c)]
+    if len(met) < len(_CHUNK_STRATEGIES):
+        return _CHUNK_STRATEGIES
+    return (_CHUNK_STRATEGIES[met.index(case_name) % len(_CHUNK_STRATEGIES)],)
 
 
 def _variants(case: Case, function: str, turn: int = 0):
@@ -189,7 +203,8 @@ def _variants(case: Case, function: str, turn: int = 0):
     if function in _BATCH and not case.coupled:
         out.append(("auto", "none", False, None))
     if function in _WITH_STRATEGY and case.name in CHUNKED:
-        out += [(s, "none", i, 3) for s in ("reverse", "forward", "loop") for i in independence]
+        out += [(s, "none", i, 3) for s in _chunked_strategies(case.name, function)
+                for i in independence]
     return out
 
 

@@ -423,17 +423,36 @@ def problems(item: ModelItem, route: str, outcome: Result, expected: list) -> li
     return found
 
 
-def check_item(item: ModelItem, tf1: Result):
-    """Runs `item` on every TF2 route, with `tf1` from the TF1 process, against the oracle
-    and pairwise. Returns (problems, outcomes by route, largest scaled error against the
-    oracle, largest scaled difference between routes)."""
-    expected, outcomes = evaluate(item)
-    return judge(item, expected, {**outcomes, modes.TF1: tf1})
+def check_item(item: ModelItem, tf1: Result | None, routes=TF2_ROUTES):
+    """Runs `item` on `routes` (every TF2 route), with `tf1` from the TF1 process (None: no
+    TF1 result), against the oracle and pairwise. Returns (problems, outcomes by route,
+    largest scaled error against the oracle, largest scaled difference between routes)."""
+    expected, outcomes = evaluate(item, routes)
+    return judge(item, expected, outcomes if tf1 is None else {**outcomes, modes.TF1: tf1})
 
 
-def evaluate(item: ModelItem):
-    """(the oracle's values, {route: Result} on every TF2 route), computed here."""
-    return oracle(item), {route: run(item, route) for route in TF2_ROUTES}
+def evaluate(item: ModelItem, routes=TF2_ROUTES):
+    """(the oracle's values, {route: Result} on `routes`: every TF2 route), computed
+    here."""
+    return oracle(item), {route: run(item, route) for route in routes}
+
+
+EAGER_WAYS = (modes.EAGER, UNCOMPILED)
+
+
+def route_plan(selected: list) -> dict:
+    """{item id: its TF2 routes} for a suite that runs every mode, not every route: a v1
+    Graph, tf.function and one of eager's two ways (compiled, uncompiled), by turns within
+    each model, the turn starting one further on each model, so every model and every
+    function meets both ways."""
+    plan, seen = {}, {}
+    for item in selected:
+        cases = seen.setdefault(item.case.name, [])
+        turn = len(seen) - 1 + len(cases)
+        cases.append(item.id)
+        plan[item.id] = (*(r for r in TF2_ROUTES if r not in EAGER_WAYS),
+                         EAGER_WAYS[turn % len(EAGER_WAYS)])
+    return plan
 
 
 def judge(item: ModelItem, expected: list, outcomes: dict):
@@ -465,10 +484,11 @@ def model_work(tf2=False):
 WORKER_LABEL = "Keras model items"
 
 
-def run_tf1_process(pattern: str | None = None, timeout: int = 900) -> dict:
-    """{item id: Result} of the TF1 route, run in a new process with v2 behaviour off."""
-    return process.run_tf1_process([item.id for item in items(pattern)], model_work,
-                                   WORKER_LABEL, timeout)
+def run_tf1_process(item_ids=None, timeout: int = 900) -> dict:
+    """{item id: Result} of the TF1 route for the items `item_ids` (every item by default),
+    run in a new process with v2 behaviour off."""
+    ids = [item.id for item in items()] if item_ids is None else list(item_ids)
+    return process.run_tf1_process(ids, model_work, WORKER_LABEL, timeout)
 
 
 def _matches(item, route, patterns) -> bool:
