@@ -112,9 +112,28 @@ CALLS = {
 }
 
 
-@pytest.mark.parametrize("on", ["1 replica", "2 replicas", "4 replicas", "5 devices"])
-@pytest.mark.parametrize("mode", ["eager", "tf.function"])
-@pytest.mark.parametrize("name", CALLS)
+PLACEMENTS = ("1 replica", "2 replicas", "4 replicas", "5 devices")
+CALL_MODES = ("eager", "tf.function")
+
+
+def _placement_turns():
+    """(call, mode, placement): each call and mode on two of the placements, by turns, so
+    each call meets all four (two per mode) and each mode and placement meets half the
+    calls."""
+    for c, name in enumerate(CALLS):
+        for m, mode in enumerate(CALL_MODES):
+            for j in range(2):
+                yield name, mode, PLACEMENTS[(c + 2 * m + j) % len(PLACEMENTS)]
+
+
+def test_every_call_meets_every_placement_and_each_mode_every_placement():
+    turns = list(_placement_turns())
+    assert {(name, on) for name, _, on in turns} == {(n, on) for n in CALLS for on in PLACEMENTS}
+    assert {(mode, on) for _, mode, on in turns} == {
+        (mode, on) for mode in CALL_MODES for on in PLACEMENTS}
+
+
+@pytest.mark.parametrize("name, mode, on", list(_placement_turns()))
 def test_distribute_equals_one_device_and_the_oracle(name, mode, on):
     """4 replicas over 6 samples or 18 Hessian rows, and 5 devices over 24 Jacobian rows:
     uneven pieces."""

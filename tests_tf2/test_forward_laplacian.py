@@ -139,12 +139,24 @@ def assert_close(got, want):
     np.testing.assert_allclose(got, want, rtol=RTOL, atol=RTOL * np.abs(want).max())
 
 
-@pytest.mark.parametrize("run", [in_function, in_v1_graph])
-@pytest.mark.parametrize("name,k,batched,summed", PARAMS)
+GRAPH_MODES = (in_function, in_v1_graph)
+"""Each parameter set runs in one of them, by turns: every case meets both (its sums, True
+and False, take different turns)."""
+
+
+@pytest.mark.parametrize("name,k,batched,summed,run", [
+    pytest.param(*params, GRAPH_MODES[i % len(GRAPH_MODES)],
+                 id="-".join(map(str, (*params, GRAPH_MODES[i % len(GRAPH_MODES)].__name__))))
+    for i, params in enumerate(PARAMS)])
 def test_matches_the_nested_tape_hessian(name, k, batched, summed, run):
     f, shapes, _, _ = CASES[name]
     values = _values(shapes)
     assert_close(run(f, values, k, batched, summed), oracle(f, values, k, batched, summed))
+
+
+def test_every_case_meets_both_graph_modes():
+    met = {(params[0], GRAPH_MODES[i % len(GRAPH_MODES)]) for i, params in enumerate(PARAMS)}
+    assert met == {(name, run) for name in CASES for run in GRAPH_MODES}
 
 
 def test_the_diagonal_is_not_the_row_sums_with_cross_terms():
