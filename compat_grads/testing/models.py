@@ -445,13 +445,12 @@ def route_plan(selected: list) -> dict:
     Graph, tf.function and one of eager's two ways (compiled, uncompiled), by turns within
     each model, the turn starting one further on each model, so every model and every
     function meets both ways."""
-    plan, seen = {}, {}
+    graphs = tuple(r for r in TF2_ROUTES if r not in EAGER_WAYS)
+    plan, earlier = {}, {}  # model -> (its position among the models, its items so far)
     for item in selected:
-        cases = seen.setdefault(item.case.name, [])
-        turn = len(seen) - 1 + len(cases)
-        cases.append(item.id)
-        plan[item.id] = (*(r for r in TF2_ROUTES if r not in EAGER_WAYS),
-                         EAGER_WAYS[turn % len(EAGER_WAYS)])
+        position, count = earlier.get(item.case.name, (len(earlier), 0))
+        earlier[item.case.name] = (position, count + 1)
+        plan[item.id] = (*graphs, EAGER_WAYS[(position + count) % len(EAGER_WAYS)])
     return plan
 
 
