@@ -82,6 +82,28 @@ def test_filter_gradient_of_per_row_inputs_is_tensorflows(size, k, stride, dilat
                                    rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("stride,dilation", [((2, 3), (1, 1)), ((2, 2), (2, 1))])
+def test_strided_taps_of_rows_of_several_examples_are_tensorflows(stride, dilation):
+    """Rows of several examples each (a Jacobian through a convolution: each row its own
+    batch), strides laid out by phase: each row's filter gradient is TensorFlow's over its
+    examples."""
+    x = tf.constant(RNG.standard_normal((3, 2, 11, 9, 2)))  # rows, examples, H, W, c_in
+    attrs = {"strides": [1, *stride, 1], "dilations": [1, *dilation, 1], "padding": b"SAME"}
+    sizes = [3, 2, 2, 4]
+    pads = _pfor_converters._paddings(attrs, [11, 9], sizes[:2], False)
+    wide = [(k - 1) * d + 1 for k, d in zip(sizes[:2], dilation)]
+    outs = [-(-n // s) for n, s in zip((11, 9), stride)]
+    g = tf.constant(RNG.standard_normal((3, 2, *outs, 4)))
+    got = _pfor_converters.taps(x, g, sizes, pads, attrs).numpy()
+    for r in range(3):
+        kernel = tf.Variable(tf.zeros([*wide, 2, 4], tf.float64))
+        with tf.GradientTape() as tape:
+            y = tf.nn.conv2d(tf.pad(x[r], [[0, 0], *pads, [0, 0]]), kernel, stride, "VALID")
+        want = tape.gradient(y, kernel, output_gradients=g[r]).numpy()
+        np.testing.assert_allclose(got[r], want[::dilation[0], ::dilation[1]], rtol=1e-12,
+                                   atol=1e-12)
+
+
 def _dilated_row(x, w, g, attrs, i):
     """A dilated Conv2D's filter gradient as the rows meet it: built by the gradient (the
     op is only converted, never run, so TensorFlow's CPU kernel never sees it)."""
