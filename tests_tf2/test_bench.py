@@ -33,8 +33,8 @@ def test_quick_suite_runs_and_reports(tmp_path):
                 f"({workload})") in targets
         assert f"per_example_gradients eager vs one batched gradient ({workload})" in targets
         ceiling = [t for t in report["targets"] if t["target"] == (
-            f"2x reachable at all: vectorized_map(GradientTape) in tf.function vs the work "
-            f"every recipe shares ({workload})")]
+            f"the 2x goal's yardstick: vectorized_map(GradientTape) in tf.function vs the "
+            f"work every recipe shares ({workload})")]
         rows = {m["recipe"]: m["ms"] for m in report["measures"] if m["workload"] == workload}
         assert len(ceiling) == 1 and ceiling[0]["measured"] == pytest.approx(
             rows["vectorized_map(GradientTape) in tf.function"] / rows[wl.SHARED])

@@ -315,8 +315,11 @@ def _shared_work(model, x, y, loss):
     own: the forward pass, the backward pass to the convolution's output, each example's
     dense kernel (an outer product per example), dense bias and convolution bias, and the
     convolution kernel's gradient of the whole batch in place of one per example. A recipe
-    cannot be much faster than this while it runs TensorFlow's kernels; where
-    vectorized_map is less than 2x slower than this, no recipe reaches the 2x goal."""
+    of TensorFlow's kernels is hardly faster than this (it can be at a part of it: a
+    dilated layer's taps skip the space-to-batch of TensorFlow's batched filter gradient,
+    and a depthwise layer's per-example filter gradients, folded into the channels, run
+    faster than the batched one), so where vectorized_map is less than 2x slower than this,
+    the 2x goal is out of reach of such recipes, ours included."""
     conv, _, dense = model.layers
     kernel = conv.trainable_weights[0]
     if isinstance(conv, keras2().layers.DepthwiseConv2D):
