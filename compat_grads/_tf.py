@@ -2,6 +2,7 @@
 one place that knows how TensorFlow releases (2.12 to nightly) differ: the rest of the code
 asks the functions here, never `tf.__version__`."""
 
+import functools
 import importlib
 import sys
 
@@ -56,8 +57,14 @@ pfor_wrap = _pfor.wrap
 
 def pfor_converter_of(row):
     """The pfor converter TensorFlow registers for the type of the op `row` (a
-    `_PforInput`) converts."""
-    return _pfor._pfor_converter_registry[row.op_type]
+    `_PforInput`) converts; where it registers none (Conv3D and its gradients), pfor's own
+    fallback, a while_loop over the rows, with its warning."""
+    converter = _pfor._pfor_converter_registry.get(row.op_type)
+    if converter is None:
+        return functools.partial(
+            _pfor._fallback_converter, root_cause="there is no registered converter for "
+            "this op.", warn=row.pfor._warn)
+    return converter
 
 
 def tape_set_records(tensor) -> bool:

@@ -5,7 +5,7 @@ with a shared kernel, the activation gradients with a shared forward value, and 
 per-example gradients of each convolution layer kind against a Python loop of
 tf.GradientTape over examples, on the compiled and the tape route, with no while_loop in the
 graph and no "uses a while_loop" log. (Every route and the TF1 graph: tests_tf2 and tests_tf1
-test_models.py, cases cnn*, conv1d, depthwise_separable, conv_transpose.)"""
+test_models.py, cases cnn*, conv1d, depthwise_separable, conv_transpose, conv3d.)"""
 
 import logging
 
@@ -102,6 +102,32 @@ def test_strided_taps_of_rows_of_several_examples_are_tensorflows(stride, dilati
         want = tape.gradient(y, kernel, output_gradients=g[r]).numpy()
         np.testing.assert_allclose(got[r], want[::dilation[0], ::dilation[1]], rtol=1e-12,
                                    atol=1e-12)
+
+
+@pytest.mark.parametrize("stride,dilation,padding", [
+    ((1, 1, 1), (1, 1, 1), b"VALID"), ((2, 1, 3), (1, 1, 1), b"SAME"),
+    ((1, 2, 1), (2, 1, 1), b"SAME")])
+def test_three_dimensional_taps_are_tensorflows(stride, dilation, padding):
+    """Conv3D's filter gradient (`Conv3DBackpropFilterV2`) of rows of two examples each,
+    against TensorFlow's over each row's examples (a dilated one through the dilated
+    kernel, zeros between its taps)."""
+    x = tf.constant(RNG.standard_normal((3, 2, 7, 6, 5, 2)))  # rows, n, D, H, W, c_in
+    sizes = [2, 3, 2, 2, 3]
+    attrs = {"strides": [1, *stride, 1], "dilations": [1, *dilation, 1], "padding": padding}
+    pads = _pfor_converters._paddings(attrs, [7, 6, 5], sizes[:3], False)
+    wide = [(k - 1) * d + 1 for k, d in zip(sizes[:3], dilation)]
+    padded = [n + sum(p) for n, p in zip((7, 6, 5), pads)]
+    outs = [(n - k) // s + 1 for n, k, s in zip(padded, wide, stride)]
+    g = tf.constant(RNG.standard_normal((3, 2, *outs, 3)))
+    got = _pfor_converters.taps(x, g, sizes, pads, attrs).numpy()
+    for r in range(3):
+        kernel = tf.Variable(tf.zeros([*wide, 2, 3], tf.float64))
+        with tf.GradientTape() as tape:
+            y = tf.nn.conv3d(tf.pad(x[r], [[0, 0], *pads, [0, 0]]), kernel, [1, *stride, 1],
+                             "VALID")
+        want = tape.gradient(y, kernel, output_gradients=g[r]).numpy()
+        np.testing.assert_allclose(
+            got[r], want[::dilation[0], ::dilation[1], ::dilation[2]], rtol=1e-12, atol=1e-12)
 
 
 def _dilated_row(x, w, g, attrs, i):
@@ -247,6 +273,8 @@ LAYERS = {
     "separable": lambda L: [L.SeparableConv2D(4, 3, padding="same", activation="tanh")],
     "transposed": lambda L: [L.Conv2DTranspose(3, 3, strides=2, activation="tanh")],
     "conv1d": lambda L: [L.Conv1D(4, 3, strides=2, activation="tanh")],
+    "conv3d": lambda L: [L.Conv3D(3, 2, strides=(2, 1, 1), padding="same",
+                                  activation="tanh"), L.Conv3D(2, 2)],
 }
 
 
@@ -261,7 +289,7 @@ def _graphs(concrete):
 def test_per_example_gradients_through_convolutions(kind, compile_, caplog):
     keras = keras2()
     keras.utils.set_random_seed(1)
-    shape = (9, 2) if kind == "conv1d" else (7, 7, 2)
+    shape = {"conv1d": (9, 2), "conv3d": (5, 5, 4, 2)}.get(kind, (7, 7, 2))
     model = keras.Sequential([keras.Input(shape), *LAYERS[kind](keras.layers),
                               keras.layers.Flatten(), keras.layers.Dense(3)])
     x = tf.constant(RNG.standard_normal((6, *shape)).astype(np.float32))

@@ -167,6 +167,8 @@ CASES = (
         ("SeparableConv2D", 2, {"padding": "same"})), (5, 5, 2)),
     ModelCase("conv_transpose", _conv_layers(("Conv2DTranspose", 2, {"strides": 2})),
               (3, 3, 2)),
+    ModelCase("conv3d", _conv_layers(("Conv3D", 2, {"strides": (2, 1, 1), "padding": "same"}),
+                                     ("Conv3D", 2, {})), (6, 4, 4, 2)),
     ModelCase("embedding", _embedding, (3,), vocabulary=7),
     ModelCase("batchnorm_inference", _batch_norm, (5,)),
     ModelCase("batchnorm_training", _batch_norm, (5,), training=True, coupled=True),
