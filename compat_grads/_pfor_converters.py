@@ -134,11 +134,8 @@ def _folded(row):
     kernel, kernel_per_row, _ = row.input(1)
     if kernel_per_row or not per_row:
         return _tensorflows(row)
-    shape = tf.shape(x)
-    folded = getattr(tf.raw_ops, row.op_type)(
-        input=tf.reshape(x, tf.concat([[-1], shape[2:]], 0)), filter=kernel, **_attrs(row))
-    return pfor_wrap(tf.reshape(folded, tf.concat([shape[:2], tf.shape(folded)[1:]], 0)),
-                     True)
+    return _unfolded(getattr(tf.raw_ops, row.op_type)(
+        input=_rows_in_batch(x), filter=kernel, **_attrs(row)), x)
 
 
 def _input_gradient(row):
@@ -149,12 +146,20 @@ def _input_gradient(row):
     g, per_row, _ = row.input(2)
     if sizes_per_row or kernel_per_row or not per_row:
         return _tensorflows(row)
-    shape = tf.shape(g)
-    folded = tf.raw_ops.Conv3DBackpropInputV2(
-        input_sizes=tf.concat([sizes[:1] * tf.cast(shape[0], sizes.dtype), sizes[1:]], 0),
-        filter=kernel, out_backprop=tf.reshape(g, tf.concat([[-1], shape[2:]], 0)),
-        **_attrs(row))
-    return pfor_wrap(tf.reshape(folded, tf.concat([shape[:1], [-1], tf.shape(folded)[1:]],
+    rows = tf.cast(tf.shape(g)[0], sizes.dtype)
+    return _unfolded(tf.raw_ops.Conv3DBackpropInputV2(
+        input_sizes=tf.concat([sizes[:1] * rows, sizes[1:]], 0), filter=kernel,
+        out_backprop=_rows_in_batch(g), **_attrs(row)), g)
+
+
+def _rows_in_batch(t):
+    """A stacked tensor `[rows, n, ...]` as one batch `[rows * n, ...]`."""
+    return tf.reshape(t, tf.concat([[-1], tf.shape(t)[2:]], 0))
+
+
+def _unfolded(folded, like):
+    """An op's output on the batch of `_rows_in_batch(like)`, stacked again by row."""
+    return pfor_wrap(tf.reshape(folded, tf.concat([tf.shape(like)[:2], tf.shape(folded)[1:]],
                                                   0)), True)
 
 

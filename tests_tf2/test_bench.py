@@ -32,11 +32,11 @@ def test_quick_suite_runs_and_reports(tmp_path):
         assert (f"per_example_gradients eager vs vectorized_map(GradientTape) in tf.function "
                 f"({workload})") in targets
         assert f"per_example_gradients eager vs one batched gradient ({workload})" in targets
-        ceiling = [t for t in report["targets"] if t["target"] == (
+        yardstick = [t for t in report["targets"] if t["target"] == (
             f"the 2x goal's yardstick: vectorized_map(GradientTape) in tf.function vs the "
             f"work every recipe shares ({workload})")]
         rows = {m["recipe"]: m["ms"] for m in report["measures"] if m["workload"] == workload}
-        assert len(ceiling) == 1 and ceiling[0]["measured"] == pytest.approx(
+        assert len(yardstick) == 1 and yardstick[0]["measured"] == pytest.approx(
             rows["vectorized_map(GradientTape) in tf.function"] / rows[wl.SHARED])
     assert sum(t.startswith("the bare tf.function vs ours") for t in targets) == len(overhead)
     recipes = {r["recipe"] for r in report["tf1_graph"]}

@@ -306,7 +306,7 @@ FLOOR = "one batched gradient (not per example), compiled"
 the sum of ours over examples, so not against ours)."""
 
 SHARED = "the work every recipe shares, by hand, compiled (the kernel's gradient batched)"
-"""The per-example CNN workloads' ceiling for the 2x goal: `_shared_work`."""
+"""The per-example CNN workloads' yardstick for the 2x goal: `_shared_work`."""
 
 
 def _shared_work(model, x, y, loss):
