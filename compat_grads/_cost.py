@@ -29,6 +29,18 @@ ROW_BYTES = 256 * 2**10
 90 KiB win vectorized, 2 to 4 times; rows of 300 and 530 KiB lose, 1.4 and 2.7 to 5.9
 times, and in chunks too)."""
 
+GRADIENT_ROWS = (64 * 2**10, 4 * 2**20)
+"""Large rows that differentiate a gradient (a Hessian's, a per-sample Hessian's, in either
+direction) run vectorized while one row's largest tensor takes more than the first and the
+rows' largest tensors together (rows x largest) at most the second. Measured
+(`python -m compat_grads.bench.second_order_rows`: per-sample Hessians of tanh MLPs, 19
+sizes, each in a fresh process and in one that ran other workloads first): inside the
+window, after other work, vectorized rows ran 0.95 to 1.55 times the speed of separate
+passes (median 1.22), which ran 0.71 to 1.05 times that of nested tapes + batch_jacobian
+(median 0.89); in a fresh process 0.75 to 1.09 (median 0.96), with the rule's plan 0.96 to
+1.43 times nested tapes' speed. Below it (rows' tensors of 64 KiB or less) and above it
+(8 MiB together and more) separate passes won in both states (a median 1.4 and 1.2 times)."""
+
 FEW_ROWS = 16
 """Rows run one by one are separate reverse passes up to this many (a graph of that many
 gradients, as the legacy Python loop built), a while_loop beyond."""
@@ -64,22 +76,38 @@ class Plan:
 
 @dataclasses.dataclass(frozen=True)
 class Facts:
-    """What the rule reads: bytes of one row's intermediates (None: unknown), op types."""
+    """What the rule reads: bytes of one row's intermediates (None: unknown), op types, and
+    bytes of the largest of them (None: unknown)."""
 
     row_bytes: int | None
     kinds: frozenset
+    largest: int | None = None
 
 
-def plan(rows, facts: Facts, xla: bool = False) -> Plan:
+def plan(rows, facts: Facts, xla: bool = False, through_gradient: bool = False) -> Plan:
     """The plan for `rows` rows (an int, or None when only known at run time); `xla`: the
     graph is compiled by XLA, which fuses the vectorized rows' ops, while its while_loop runs
-    the rows one after another (so large rows stay vectorized there)."""
+    the rows one after another (so large rows stay vectorized there); `through_gradient`:
+    the rows differentiate a gradient (`GRADIENT_ROWS`)."""
     if facts.kinds & LOOP_OPS:  # one trace in a while_loop, not one per separate pass
         return Plan(False)
+    if facts.kinds & ONE_BY_ONE_OPS:
+        return _one_by_one(rows)
     large = (facts.row_bytes or 0) > ROW_BYTES and not xla
-    if facts.kinds & ONE_BY_ONE_OPS or large:
-        return Plan(False, separate=isinstance(rows, int) and rows <= FEW_ROWS)
+    if large and not (through_gradient and _mid_sized(rows, facts.largest)):
+        return _one_by_one(rows)
     return Plan(True)
+
+
+def _one_by_one(rows) -> Plan:
+    return Plan(False, separate=isinstance(rows, int) and rows <= FEW_ROWS)
+
+
+def _mid_sized(rows, largest) -> bool:
+    """Whether rows through a gradient stay vectorized although large (`GRADIENT_ROWS`)."""
+    low, high = GRADIENT_ROWS
+    return isinstance(rows, int) and largest is not None and largest > low \
+        and rows * largest <= high
 
 
 def graph_facts(targets, sources) -> Facts:
@@ -105,11 +133,11 @@ def ops_facts(ops) -> Facts:
     while_loop, which then ran in 4.0 ms against 3.5 for 8 samples, 4.1 against 6.2 for
     64)."""
     ops = [op for op in ops if op.type != "Const"]
-    row_bytes = sum(_bytes(t) for op in ops for t in op.outputs if t.dtype.is_floating)
+    sizes = [_bytes(t) for op in ops for t in op.outputs if t.dtype.is_floating]
     kinds = {op.type for op in ops}
     if not kinds & LOOP_OPS and loop_inside(ops) is not None:
         kinds |= LOOP_OPS
-    return Facts(row_bytes, frozenset(kinds))
+    return Facts(sum(sizes), frozenset(kinds), max(sizes, default=0))
 
 
 def _bytes(tensor) -> int:

@@ -115,7 +115,8 @@ def _plan(backend, count, how) -> _cost.Plan:
         return _cost.Plan(True)
     return _cost.plan(count if isinstance(count, int) else None,
                       _cost.path_facts(backend.targets, backend.path_ops),
-                      xla=dispatch.compiles_with_xla())
+                      xla=dispatch.compiles_with_xla(),
+                      through_gradient=backend.order > 1)
 
 
 def _loop(backend, fn, count, like, chunk, at, vectorizing, separate=False):

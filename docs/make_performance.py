@@ -22,6 +22,7 @@ import pathlib
 import platform
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -158,13 +159,15 @@ def _yardstick_section(report) -> list:
                  "ours / shared"), rows, (40, 20, 20, 20))]
 
 
-def _rule_section(routes) -> list:
+def _rule_section(routes, second_order=None) -> list:
     """When compat_grads vectorizes: the rule, its thresholds read from compat_grads._cost
     (written there once), and the measurements behind it (`routes`, from
-    `python -m compat_grads.bench.routes`), when there are any."""
+    `python -m compat_grads.bench.routes`; `second_order`, from
+    `python -m compat_grads.bench.second_order_rows`), when there are any."""
     from compat_grads import _cost
 
     kib = _cost.ROW_BYTES // 2**10
+    low, high = _cost.GRADIENT_ROWS
     lines = [
         ".. _vectorize-rule:", "",
         "When compat_grads vectorizes", "----------------------------", "",
@@ -198,6 +201,10 @@ def _rule_section(routes) -> list:
         f"  the rows run one by one: as separate reverse passes up to {_cost.FEW_ROWS} rows",
         "  (what the legacy Python loop of ``tf.gradients`` built), in a ``while_loop``",
         "  beyond;",
+        "- but rows that differentiate a gradient (a Hessian's, a per-sample Hessian's)",
+        "  stay vectorized, however large their intermediates, while the largest tensor of",
+        f"  one row takes more than {low // 2**10} KiB and the rows' largest tensors together",
+        f"  (rows x largest) at most {high // 2**20} MiB (measured below);",
         "- through a TF2 loop, also one inside a function an op calls (a Keras ``LSTM``",
         "  or ``GRU`` layer), in a ``while_loop``;",
         "- rows that differentiate a loop they run go to a ``while_loop`` whatever the",
@@ -217,19 +224,7 @@ def _rule_section(routes) -> list:
         "its own, as the loop did: real code fetches them a row at a time (a saliency",
         "map's ``sess.run(grads[k])``, a class-gradient cache), and a row sliced from one",
         "Jacobian would compute every row at each fetch.", "",
-        "With few large rows neither plan wins everywhere, and the memory allocator, not",
-        "the graph, decides which is faster. The per-sample Hessian of the bench (b=1024,",
-        "d=8: 8 rows of 256 KiB tensors) as separate passes runs at 1.14 to 1.65 times",
-        "the speed of nested tapes in ``tf.function`` in a fresh process, but at 0.89 and",
-        "0.93 after the bench's earlier workloads, with glibc serving those tensors by",
-        "``mmap`` (``MALLOC_MMAP_THRESHOLD_=131072`` in a fresh process: 0.85), or with",
-        "TensorFlow's own BFC allocator (``TF_CPU_ALLOCATOR_USE_BFC=true``: 0.93). The",
-        "same rows vectorized run at 1.05 to 1.25 in each of those states, yet 15 to 35%",
-        "slower than separate passes at b=256 and b=4096 with glibc's allocator, and at",
-        "0.85 at b=10000, d=2.",
-        "Which state a program is in is not a fact its graph shows while it is built,",
-        "so the rule keeps separate passes there (each plan was timed interleaved with",
-        "the nested tapes, in fresh and in used processes, 9 to 15 rounds each).", ""]
+        *_second_order_paragraph(second_order)]
     if not routes:
         return lines
     lines += [
@@ -246,6 +241,85 @@ def _rule_section(routes) -> list:
         ("workload", "recipe", "ms", "ratio", "row KiB", "plan"),
         [(r["workload"], r["recipe"], f"{r['ms']:.1f}", f"{r['ratio']:.2f}",
           f"{r['row_kib']:.0f}", r["plan"]) for r in routes], (30, 30, 10, 10, 10, 10))
+
+
+def _second_order_paragraph(rows) -> list:
+    """The window for rows through a gradient, and its measurements (`rows`) when there are
+    any: what they show in each state, then per size nested tapes' time over each plan's."""
+    from compat_grads import _cost
+    from compat_grads.bench import second_order_rows as sor
+
+    lines = [
+        "Rows that differentiate a gradient have a window of their own. A per-sample",
+        "Hessian's rows (``batch_hessian``: one per feature) are large by the first-order",
+        "rule at any useful batch, so it runs them one by one; nested tapes +",
+        "``batch_jacobian`` in ``tf.function``, TensorFlow's own recipe, vectorizes them",
+        "(our vectorized rows are its rows without its ``Tile`` ops). Which is faster",
+        "depends on the sizes, and in the middle on the state of the process: how the",
+        "allocator serves tensors of a few hundred KiB after other work, which no graph",
+        "shows. Below the window (small tensors: the cost of running each op rules)",
+        "separate passes win in every state, above it (large tensors together) too;",
+        "inside it, the window takes the plan that keeps up with nested tapes in both",
+        "states.", ""]
+    if not rows:
+        return lines
+    return lines + _window_summary(rows, sor) + [
+        "Per size (batch, rows, hidden width of a tanh MLP), each in a process of its",
+        "own, fresh or after the bench's first workloads (*used*): nested tapes' time",
+        "over ours (above 1: ours is faster), with the rule's plan and with the rows one",
+        f"by one (the first-order rule: separate passes up to {_cost.FEW_ROWS} rows, a",
+        "``while_loop`` beyond). Command:", "",
+        ".. code-block:: console", "",
+        "   $ python -m compat_grads.bench.second_order_rows 15 > "
+        "docs/_static/bench/second_order_rows.json", "",
+        *_table(("b, rows, width", "row tensor KiB", "together MiB", "plan",
+                 "fresh: plan", "fresh: one by one", "used: plan", "used: one by one"),
+                _window_table(rows, sor), (16, 10, 10, 16, 12, 12, 12, 12))]
+
+
+def _window_summary(rows, sor) -> list:
+    """What the window's measurements show, per state: ranges over the sizes in it."""
+    def span(values):
+        return f"{min(values):.2f} to {max(values):.2f} (median {statistics.median(values):.2f})"
+
+    lines = []
+    for state, name in (("used", "After other work"), ("fresh", "In a fresh process")):
+        inside = [r["ms"] for r in rows if r["state"] == state and r["plan"] == "vectorized"]
+        if inside:
+            lines += [
+                f"{name}, inside the window ({len(inside)} sizes), vectorized rows ran at",
+                f"{span([m[sor.ONE_BY_ONE] / m[sor.VECTORIZED] for m in inside])} times the",
+                "speed of separate passes; nested tapes' time over the rule's plan was",
+                f"{span([m[sor.NESTED] / m[sor.RULE] for m in inside])}, over the rows one",
+                f"by one {span([m[sor.NESTED] / m[sor.ONE_BY_ONE] for m in inside])}."]
+    outside = [r["ms"] for r in rows if r["plan"] != "vectorized"]
+    if outside:
+        lines += [
+            f"Outside it ({len(outside)} measurements), separate passes ran at",
+            f"{span([m[sor.VECTORIZED] / m[sor.ONE_BY_ONE] for m in outside])} times the",
+            "speed of vectorized rows."]
+    return lines + [""]
+
+
+def _window_table(rows, sor) -> list:
+    """One row per size: nested tapes' time over the rule's plan and over the rows one by
+    one, in each state."""
+    by_size = {}
+    for r in rows:
+        by_size.setdefault((r["batch"], r["features"], r["hidden"]), {})[r["state"]] = r
+
+    def ratios(r):
+        ms = r["ms"]
+        return (f"{ms[sor.NESTED] / ms[sor.RULE]:.2f}",
+                f"{ms[sor.NESTED] / ms[sor.ONE_BY_ONE]:.2f}")
+
+    table = []
+    for (b, d, h), states in by_size.items():
+        first = next(iter(states.values()))
+        fresh, used = (ratios(states[s]) if s in states else ("", "") for s in sor.STATES)
+        table.append((f"{b}, {d}, {h}", f"{first['largest_kib']:.0f}",
+                      f"{first['together_mib']:.2f}", first["plan"], *fresh, *used))
+    return table
 
 
 def _cnn_section(rows) -> list:
@@ -316,9 +390,10 @@ def _traces_section(traces) -> list:
     return lines
 
 
-def page(report: dict, meta: dict, routes=None, traces=None) -> str:
+def page(report: dict, meta: dict, routes=None, traces=None, second_order=None) -> str:
     """The reStructuredText of the Performance page for a bench report and its run (and
-    the measurements of the routes, `python -m compat_grads.bench.routes`)."""
+    the measurements of the routes, `python -m compat_grads.bench.routes` and
+    `python -m compat_grads.bench.second_order_rows`)."""
     size = "quick (tiny sizes, ``--quick``)" if report["quick"] else "full"
     jax = f"JAX {meta['jax']}" if meta.get("jax") else "no JAX (its columns are absent)"
     lines = [
@@ -354,7 +429,7 @@ def page(report: dict, meta: dict, routes=None, traces=None) -> str:
                 [(r["m"], r["recipe"], f"{r['build_s']:.3f}", r["ops"], f"{r['run_ms']:.2f}")
                  for r in report["tf1_graph"]], (8, 52, 13, 12, 15)),
         *_cnn_section(report.get("tf1_cnn")),
-        *_rule_section(routes),
+        *_rule_section(routes, second_order),
         *_traces_section(traces),
         "Memory", "------", "",
         "Peak resident memory of a Jacobian (its increase over the process before the",
@@ -438,11 +513,10 @@ def main(argv=None) -> int:
         run(args.quick)
     report = json.loads((OUT / "bench.json").read_text("utf-8"))
     meta = json.loads((OUT / "run.json").read_text("utf-8"))
-    routes = OUT / "routes.json"
-    traces = OUT / "traces.json"
+    measured = (OUT / name for name in ("routes.json", "traces.json", "second_order_rows.json"))
     PAGE.write_text(page(report, meta, *(json.loads(path.read_text("utf-8"))
                                          if path.exists() else None
-                                         for path in (routes, traces))), "utf-8")
+                                         for path in measured)), "utf-8")
     print(f"wrote {PAGE.relative_to(HERE.parent)} and {OUT.relative_to(HERE.parent)}/")
     return 0
 

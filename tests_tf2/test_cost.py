@@ -9,7 +9,7 @@ import tensorflow as tf
 
 import compat_grads as cg
 from compat_grads import _cost
-from compat_grads._cost import FEW_ROWS, ROW_BYTES, Facts, Plan, plan
+from compat_grads._cost import FEW_ROWS, GRADIENT_ROWS, ROW_BYTES, Facts, Plan, plan
 
 SMALL = Facts(4 * 2**10, frozenset({"MatMul", "Tanh"}))
 
@@ -37,6 +37,37 @@ def test_the_rule_picks(rows, facts, want):
     assert plan(rows, facts) == want
 
 
+LOW, HIGH = GRADIENT_ROWS
+HESSIAN_KINDS = frozenset({"MatMul", "Tanh", "TanhGrad"})
+
+
+def _large(largest):
+    return Facts(8 * largest, HESSIAN_KINDS, largest)
+
+
+@pytest.mark.parametrize("rows, facts, through_gradient, want", [
+    (8, _large(4 * LOW), True, Plan(True)),
+    (8, _large(4 * LOW), False, Plan(False, separate=True)),
+    (8, _large(LOW), True, Plan(False, separate=True)),
+    (8, _large(LOW + 4), True, Plan(True)),
+    (HIGH // (4 * LOW), _large(4 * LOW), True, Plan(True)),
+    (HIGH // (4 * LOW) + 1, _large(4 * LOW), True, Plan(False)),
+    (8, _large(HIGH // 8 + 4), True, Plan(False, separate=True)),
+    (None, _large(4 * LOW), True, Plan(False)),
+    (8, Facts(8 * 4 * LOW, frozenset({"Conv2D"}), 4 * LOW), True, Plan(False, separate=True)),
+    (8, Facts(ROW_BYTES + 1, HESSIAN_KINDS, None), True, Plan(False, separate=True)),
+    (8, Facts(ROW_BYTES, HESSIAN_KINDS, ROW_BYTES), True, Plan(True)),
+], ids=["mid-sized rows through a gradient: vectorized", "the same rows, first order",
+        "rows' tensors at the lower limit", "rows' tensors just above it",
+        "all rows at the upper limit", "one row more", "all rows above the upper limit",
+        "unknown count", "through a convolution", "largest tensor unknown",
+        "small rows through a gradient"])
+def test_the_rule_for_rows_through_a_gradient(rows, facts, through_gradient, want):
+    """Few large rows pushing tangents through a gradient stay vectorized in a window of
+    tensor sizes (GRADIENT_ROWS); elsewhere the first-order rule holds."""
+    assert plan(rows, facts, through_gradient=through_gradient) == want
+
+
 def _cnn(x):
     kernel = tf.constant(np.random.RandomState(0).randn(3, 3, 1, 4).astype(np.float32))
     h = tf.nn.max_pool2d(tf.nn.relu(tf.nn.conv2d(x, kernel, 1, "SAME")), 2, 2, "VALID")
@@ -55,6 +86,7 @@ def test_facts_of_a_graph_count_its_float_tensors_and_name_its_ops():
     trace.get_concrete_function(tf.TensorSpec([2, 3]))
     assert {"MatMul", "Tanh"} <= seen["facts"].kinds and "Const" not in seen["facts"].kinds
     assert seen["facts"].row_bytes == 2 * (2 * 5 * 4)  # the product and its tanh
+    assert seen["facts"].largest == 2 * 5 * 4
 
 
 def test_an_unknown_dimension_counts_as_a_typical_batch():
@@ -149,3 +181,50 @@ def test_a_loop_inside_a_called_function_counts_as_a_loop():
     np.testing.assert_allclose(cg.batch_jacobian(recurrent, x).numpy(),
                                cg.batch_jacobian(recurrent, x, strategy="reverse").numpy(),
                                rtol=1e-5, atol=1e-6)
+
+
+def _mlp_per_sample_hessian(batch):
+    """batch_hessian of a tanh MLP (8 -> 64 -> 64 -> 1) traced for `batch` samples: whether
+    its graph vectorizes the 8 rows (pfor), holds a while_loop, and its values for an input
+    against strategy='loop'."""
+    rng = np.random.RandomState(8)
+    w1, w2 = (tf.constant(rng.randn(*s).astype(np.float32) / 4) for s in [(8, 64), (64, 64)])
+    w3 = tf.constant(rng.randn(64, 1).astype(np.float32) / 8)
+
+    def f(x):
+        return tf.squeeze(tf.tanh(tf.tanh(x @ w1) @ w2) @ w3, axis=1)
+
+    graph = tf.function(lambda v: cg.batch_hessian(f, v)).get_concrete_function(
+        tf.TensorSpec([batch, 8])).graph
+    types = {op.type for op in graph.get_operations()}
+    x = tf.constant(rng.randn(batch, 8).astype(np.float32))
+    np.testing.assert_allclose(cg.batch_hessian(f, x).numpy(),
+                               cg.batch_hessian(f, x, strategy="loop").numpy(),
+                               rtol=1e-4, atol=1e-6)
+    return any("pfor" in op.name for op in graph.get_operations()), types
+
+
+@pytest.mark.parametrize("batch, vectorized", [(1024, True), (256, False), (4096, False)])
+def test_per_sample_hessian_rows_vectorize_in_the_window(batch, vectorized):
+    """b=1024: the rows' tensors are 256 KiB, 2 MiB together (in GRADIENT_ROWS), so the 8
+    forward-over-reverse rows run vectorized; b=256 (64 KiB) and b=4096 (8 MiB together)
+    run as separate passes. Each with the values of strategy='loop'."""
+    pfor, types = _mlp_per_sample_hessian(batch)
+    assert pfor == vectorized
+    assert not types & {"While", "StatelessWhile"}
+
+
+def test_the_window_bench_times_each_plan_checked_against_nested_tapes():
+    """`python -m compat_grads.bench.second_order_rows`, one tiny size in this process:
+    every recipe timed (its values checked against nested tapes inside), the rule's plan and
+    the first-order rule's read from the graphs."""
+    from compat_grads.bench import second_order_rows as sor
+
+    row = sor.one(64, 4, 8, "fresh", 2)
+    assert set(row["ms"]) == {sor.RULE, sor.ONE_BY_ONE, sor.VECTORIZED, sor.NESTED}
+    assert all(ms > 0 for ms in row["ms"].values())
+    assert row["plan"] == "vectorized" and row["one_by_one"] == "vectorized"  # small rows
+    assert row["largest_kib"] == 64 * 8 * 4 / 1024 and row["together_mib"] == 4 * 2 / 1024
+    with sor._first_order_rule():
+        assert not _cost._mid_sized(8, 4 * LOW)
+    assert _cost._mid_sized(8, 4 * LOW)  # the window is back

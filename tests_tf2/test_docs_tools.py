@@ -132,6 +132,32 @@ def test_performance_page_states_the_vectorizing_rule_and_its_measurements():
     assert "The measurements behind" not in make_performance.page(report, meta)
 
 
+def test_performance_page_states_the_window_for_rows_through_a_gradient():
+    """The window's thresholds come from compat_grads._cost; its table (from
+    `python -m compat_grads.bench.second_order_rows`) gives nested tapes' time over each
+    plan's, per size and state; without a run, the paragraph and no table."""
+    from compat_grads import _cost
+    from compat_grads.bench import second_order_rows as sor
+
+    report = {"measures": [], "quick": True, "targets": [], "memory": [], "tf1_graph": []}
+    meta = {"date": "2026-01-02", "minutes": 3.5, "machine": "CPU, 2 cores, Linux",
+            "load": 1.0, "python": "3.11.7", "tensorflow": "2.21.0", "jax": None,
+            "numpy": "2.4.6", "command": "python docs/make_performance.py",
+            "bench": "compat-grads bench --out <temporary folder>"}
+    rows = [{"batch": 1024, "features": 8, "hidden": 64, "state": state, "largest_kib": 256.0,
+             "together_mib": 2.0, "plan": "vectorized", "one_by_one": "separate passes",
+             "ms": {sor.RULE: rule, sor.ONE_BY_ONE: 4.0, sor.VECTORIZED: rule, sor.NESTED: 3.0}}
+            for state, rule in (("fresh", 2.5), ("used", 2.0))]
+    low, high = _cost.GRADIENT_ROWS
+    page = make_performance.page(report, meta, None, None, rows)
+    assert f"more than {low // 2**10} KiB" in page and f"at most {high // 2**20} MiB" in page
+    assert ("   * - 1024, 8, 64\n     - 256\n     - 2.00\n     - vectorized\n"
+            "     - 1.20\n     - 0.75\n     - 1.50\n     - 0.75\n") in page
+    assert "$ python -m compat_grads.bench.second_order_rows" in page
+    bare = make_performance.page(report, meta)
+    assert f"at most {high // 2**20} MiB" in bare and "second_order_rows" not in bare
+
+
 def test_performance_page_renders_the_traces_section_from_its_json():
     """The Laplacians and divergences section, from the committed run of `compat-grads bench
     --traces` (docs/_static/bench/traces.json), and no section without one."""
