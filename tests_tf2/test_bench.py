@@ -41,8 +41,10 @@ def test_quick_suite_runs_and_reports(tmp_path):
     assert sum(t.startswith("the bare tf.function vs ours") for t in targets) == len(overhead)
     recipes = {r["recipe"] for r in report["tf1_graph"]}
     assert any("map_fn" in r for r in recipes) and any("(auto)" in r for r in recipes)
-    assert {(m["strategy"], bool(m["chunk_size"])) for m in report["memory"]} == {
-        ("forward", False), ("forward", True), ("reverse", True)}
+    assert [(m["strategy"], bool(m["chunk_size"]), m["malloc"]) for m in report["memory"]] == [
+        ("forward", False, "default"), ("forward", True, "default"), ("reverse", True, "default"),
+        ("forward", True, "MALLOC_MMAP_THRESHOLD_=1048576")]
+    assert sum(t.startswith("chunk_size peak memory / result size") for t in targets) == 3
     bigger = report["bigger"]  # a budget that makes it chunk; the values against jvp
     assert bigger["pieces"] > 1 and bigger["chunk_size"] < bigger["n"]
     assert bigger["all_at_once_bytes"] > bigger["budget_bytes"] == 2000000
