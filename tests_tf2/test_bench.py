@@ -67,7 +67,7 @@ def test_quick_suite_runs_and_reports(tmp_path):
     assert table.startswith("| workload | recipe | ms | their ms / our eager ms |")
     assert "| target | measured | goal | met |" in table
     assert ("| workload | vs TF's best in tf.function | vs JAX's best | vs JAX's best, ours "
-            "with jit_compile=True |") in table
+            "with jit_compile=True | vs TF's best with XLA, ours with jit_compile=True |") in table
     side = {row[0]: row[1:] for row in suite.against_best(suite._ratios(report["measures"]))}
     with_xla = [w for w in side if w.startswith(("tall", "wide", "square", "batch Jacobian",
                                                  "J·1", "per-sample Hessian"))]
@@ -79,7 +79,22 @@ def test_quick_suite_runs_and_reports(tmp_path):
     assert set(with_xla) <= xla_rows
     jax_here = importlib.util.find_spec("jax") is not None
     assert all((side[w][1] != "-") == (side[w][2] != "-") == jax_here for w in with_xla), side
-    assert side["per-call overhead: jvp"] == ("-", "-", "-")
+    assert side["per-call overhead: jvp"] == ("-", "-", "-", "-")
+    # TensorFlow's per-example recipe compiled by XLA: held against ours with XLA only
+    per_example = [w for w in side if w.startswith("per-example")]
+    assert len(per_example) == 5 and all(side[w][3] != "-" for w in per_example)
+    assert all(side[w][3] == "-" for w in side if w not in per_example)
+    for workload in per_example:
+        rows = {m["recipe"]: m["ms"] for m in report["measures"] if m["workload"] == workload}
+        ours, theirs = wl.XLA.format("per_example_gradients"), wl.TF_XLA.format(
+            "vectorized_map(GradientTape)")
+        assert float(side[workload][3]) == pytest.approx(rows[theirs] / rows[ours], abs=0.006)
+        assert float(side[workload][0]) == pytest.approx(min(
+            rows[k] for k in rows if "in tf.function" in k and not wl.with_xla(k)
+            and not k.startswith(wl.OURS)) / rows[f"{wl.OURS} per_example_gradients, eager"],
+            abs=0.006)
+        assert (f"never slower than TensorFlow's best with XLA, ours with jit_compile=True "
+                f"({workload})") in targets
     assert "| TF1 CNN class rows: batch | recipe |" in table
     assert "| bigger than memory: m x n | result MB | all at once (estimate) MB |" in table
 

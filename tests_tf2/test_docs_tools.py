@@ -175,3 +175,28 @@ def test_performance_page_renders_the_traces_section_from_its_json():
     assert "   * - batch\\_laplacian, chunk\\_size=10\n" in page
     assert "   * - batch\\_laplacian vs batch\\_hessian + trace (d=100)\n" in page
     assert "_traces-bench" not in make_performance.page(report, meta)
+
+
+def test_performance_page_sets_tensorflows_recipe_with_xla_against_ours_with_xla():
+    """The side-by-side table's last column holds TensorFlow's per-example recipe with XLA
+    against ours with jit_compile=True; the note gives it against ours with the defaults per
+    workload and the times of the workload where it is slowest against ours."""
+    from compat_grads.bench import workloads as wl
+
+    workload = "per-example gradients, CNN depthwise (b=4)"
+    ms = {f"{wl.OURS} per_example_gradients, eager": 4.0,
+          wl.XLA.format("per_example_gradients"): 2.0, wl.VECTORIZED: 8.0,
+          wl.TF_XLA.format("vectorized_map(GradientTape)"): 600.0}
+    report = {"measures": [{"workload": workload, "recipe": k, "ms": v,
+                            "ours": k.startswith(wl.OURS)} for k, v in ms.items()],
+              "quick": True, "targets": [], "memory": [], "tf1_graph": []}
+    meta = {"date": "2026-01-02", "minutes": 3.5, "machine": "CPU, 2 cores, Linux",
+            "load": 1.0, "python": "3.11.7", "tensorflow": "2.21.0", "jax": None,
+            "numpy": "2.4.6", "command": "python docs/make_performance.py",
+            "bench": "compat-grads bench --out <temporary folder>"}
+    page = make_performance.page(report, meta)
+    assert "     - vs TF's best with XLA, ours with jit\\_compile=True\n" in page
+    assert (f"   * - {workload}\n     - 2.00\n     - n/a\n     - n/a\n     - 300.00\n"
+            in page)
+    assert "ours), per-example gradients of each model: CNN depthwise (b=4) 150.00." in page
+    assert "depthwise (b=4), 600.0 ms against 2.00 ms" in page

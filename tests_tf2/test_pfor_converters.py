@@ -7,6 +7,7 @@ tf.GradientTape over examples, on the compiled and the tape route, with no while
 graph and no "uses a while_loop" log. (Every route and the TF1 graph: tests_tf2 and tests_tf1
 test_models.py, cases cnn*, conv1d, depthwise_separable, conv_transpose, conv3d.)"""
 
+import collections
 import logging
 
 import numpy as np
@@ -20,11 +21,11 @@ RNG = np.random.default_rng(0)
 LOOPS = {"While", "StatelessWhile"}
 
 
-def _rows(row, count, attach=True):
+def _rows(row, count, attach=True, types=set, jit_compile=False):
     """`tf.vectorized_map` of `row(i)` over `range(count)` in a tf.function, our converters
     attached to each row's ops as compat_grads attaches them: (values, the op types of the
-    graph)."""
-    @tf.function(autograph=False)
+    graph and the graphs of its functions, as `types` collects them)."""
+    @tf.function(autograph=False, jit_compile=jit_compile)
     def rows():
         def body(i):
             graph = tf.compat.v1.get_default_graph()
@@ -34,7 +35,8 @@ def _rows(row, count, attach=True):
                 _pfor_converters.attach(graph.get_operations()[known:])
             return out
         return tf.vectorized_map(body, tf.range(count), warn=False)
-    kinds = {op.type for op in rows.get_concrete_function().graph.get_operations()}
+    kinds = types(op.type for graph in _graphs(rows.get_concrete_function())
+                  for op in graph.get_operations())
     return rows().numpy(), kinds
 
 
@@ -212,6 +214,73 @@ def test_depthwise_forward_with_a_kernel_per_row_keeps_tensorflows_folding():
             x[s:s + 1], kernels[s], [1] * 4, "VALID")[0], rtol=1e-12, atol=1e-12)
 
 
+def _depthwise_reference(x, kernel_shape, g, stride, dilation, padding):
+    """TensorFlow's depthwise filter gradient of one example; a dilated one through the
+    dilated kernel, zeros between its taps, every d-th entry kept (TensorFlow's CPU kernel
+    runs no dilated depthwise filter gradient)."""
+    kh, kw, *channels = kernel_shape
+    wide = tf.Variable(tf.zeros([(kh - 1) * dilation + 1, (kw - 1) * dilation + 1,
+                                 *channels], tf.float64))
+    with tf.GradientTape() as tape:
+        y = tf.nn.depthwise_conv2d(x, wide, [1, stride, stride, 1], padding)
+    return tape.gradient(y, wide, output_gradients=g).numpy()[::dilation, ::dilation]
+
+
+@pytest.mark.parametrize("channels,xla,stride,dilation,padding,layout", [
+    (1, False, 1, 1, "SAME", "NHWC"), (1, False, 2, 1, "SAME", "NHWC"),
+    (1, False, 1, 2, "VALID", "NHWC"), (1, False, 2, 1, "VALID", "NCHW"),
+    (3, True, 1, 1, "SAME", "NHWC"), (3, True, 2, 2, "SAME", "NHWC"),
+    (3, True, 2, 1, "VALID", "NCHW"), (3, False, 2, 1, "SAME", "NHWC")])
+def test_depthwise_filter_gradient_of_per_row_inputs_is_tensorflows(channels, xla, stride,
+                                                                    dilation, padding,
+                                                                    layout):
+    """`DepthwiseConv2dNativeBackpropFilter` of a per-row input (per-example gradients of a
+    depthwise layer), two outputs per input channel: as taps (the channels folded into the
+    rows) with one input channel, or under XLA (which runs TensorFlow's folded op a hundred
+    times slower); TensorFlow's conversion (the rows folded into the channels of one such op)
+    with more channels without XLA. No loop either way, each row TensorFlow's."""
+    x = tf.constant(RNG.standard_normal((4, 9, 8, channels)))
+    kernel_shape = [3, 2, channels, 2]
+    wide = [(k - 1) * dilation + 1 for k in kernel_shape[:2]]
+    g = tf.sin(tf.nn.depthwise_conv2d(x, tf.ones([*wide, channels, 2], tf.float64),
+                                      [1, stride, stride, 1], padding))
+    first = layout == "NCHW"
+    spatial = [1, stride, stride, 1]
+    attrs = {"strides": [1, 1, stride, stride] if first else spatial, "padding": padding,
+             "dilations": [1, 1, dilation, dilation] if first else [1, dilation, dilation, 1],
+             "data_format": layout}
+    x_in, g_in = ((tf.transpose(t, [0, 3, 1, 2]) if first else t) for t in (x, g))
+    # the taps are only built from the op (TensorFlow's CPU kernel takes NHWC, no dilation)
+    got, kinds = _rows(lambda i: tf.raw_ops.DepthwiseConv2dNativeBackpropFilter(
+        input=_example(x_in, i), filter_sizes=kernel_shape, out_backprop=_example(g_in, i),
+        **attrs), 4, types=collections.Counter, jit_compile=xla)
+    assert not set(kinds) & LOOPS
+    taps = channels == 1 or xla  # else the row's own op and TensorFlow's folded one
+    assert kinds["DepthwiseConv2dNativeBackpropFilter"] == (1 if taps else 2)
+    for s in range(4):
+        np.testing.assert_allclose(got[s], _depthwise_reference(
+            x[s:s + 1], kernel_shape, g[s:s + 1], stride, dilation, padding),
+            rtol=1e-12, atol=1e-12)
+
+
+def test_depthwise_input_gradient_with_one_kernel_folds_the_rows_into_the_batch():
+    """`DepthwiseConv2dNativeBackpropInput` whose kernel is the same in every row (rows
+    through a depthwise layer that is not the first): the rows in the batch where
+    TensorFlow's conversion loops, each row TensorFlow's."""
+    kernel = tf.constant(RNG.standard_normal((3, 3, 2, 3)))
+    g = tf.constant(RNG.standard_normal((5, 1, 4, 4, 6)))
+
+    def row(i):
+        return tf.raw_ops.DepthwiseConv2dNativeBackpropInput(
+            input_sizes=[1, 8, 7, 2], filter=kernel, out_backprop=tf.gather(g, i),
+            strides=[1, 2, 2, 1], padding="SAME")
+    got, kinds = _rows(row, 5)
+    _, tensorflows = _rows(row, 5, attach=False)
+    assert not kinds & LOOPS and tensorflows & LOOPS
+    for s in range(5):
+        np.testing.assert_allclose(got[s], row(s), rtol=1e-12, atol=1e-12)
+
+
 ACTIVATIONS = {"TanhGrad": tf.tanh, "SigmoidGrad": tf.sigmoid, "ReluGrad": tf.nn.relu}
 
 
@@ -270,6 +339,9 @@ LAYERS = {
     "strided": lambda L: [L.Conv2D(4, 3, strides=2, padding="same", activation="tanh")],
     "dilated": lambda L: [L.Conv2D(4, 3, dilation_rate=2, activation="tanh")],
     "depthwise": lambda L: [L.DepthwiseConv2D(3, depth_multiplier=2, activation="tanh")],
+    "depthwise_deep": lambda L: [L.Conv2D(3, 2, activation="tanh"), L.DepthwiseConv2D(
+        3, strides=2, padding="same", depth_multiplier=2, activation="tanh"),
+        L.DepthwiseConv2D(2, dilation_rate=2)],
     "separable": lambda L: [L.SeparableConv2D(4, 3, padding="same", activation="tanh")],
     "transposed": lambda L: [L.Conv2DTranspose(3, 3, strides=2, activation="tanh")],
     "conv1d": lambda L: [L.Conv1D(4, 3, strides=2, activation="tanh")],
@@ -314,3 +386,35 @@ def test_per_example_gradients_through_convolutions(kind, compile_, caplog):
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-6)
     assert "while_loop" not in caplog.text
+
+
+@pytest.mark.parametrize("kind", ["depthwise", "depthwise_deep"])
+def test_per_example_gradients_of_depthwise_layers_under_xla_run_as_taps(kind):
+    """Under the caller's `tf.function(jit_compile=True)`, each depthwise filter gradient is
+    taps: the graph keeps only each row's own `DepthwiseConv2dNativeBackpropFilter`, one per
+    layer (TensorFlow's folded op, which XLA on CPU runs a hundred times slower, would add
+    one per layer); the values are a Python loop's over examples."""
+    keras = keras2()
+    keras.utils.set_random_seed(2)
+    model = keras.Sequential([keras.Input((7, 7, 2)), *LAYERS[kind](keras.layers),
+                              keras.layers.Flatten(), keras.layers.Dense(3)])
+    x = tf.constant(RNG.standard_normal((5, 7, 7, 2)).astype(np.float32))
+    y = tf.constant(RNG.integers(0, 3, 5))
+
+    def loss(t, p):
+        return keras.losses.sparse_categorical_crossentropy(t, p, from_logits=True)
+
+    def one(s):
+        with tf.GradientTape() as tape:
+            value = tf.reduce_sum(loss(y[s:s + 1], model(x[s:s + 1])))
+        return tape.gradient(value, model.trainable_weights)
+    want = [np.stack(column) for column in zip(*(one(s) for s in range(5)))]
+    compiled = tf.function(lambda x, y: cg.per_example_gradients(loss, model, x, y),
+                           jit_compile=True)
+    got = compiled(x, y)
+    ops = collections.Counter(op.type for g in _graphs(compiled.get_concrete_function(x, y))
+                              for op in g.get_operations())
+    depthwise = sum(isinstance(layer, keras.layers.DepthwiseConv2D) for layer in model.layers)
+    assert ops["DepthwiseConv2dNativeBackpropFilter"] == depthwise and not set(ops) & LOOPS
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
