@@ -281,6 +281,66 @@ def test_depthwise_input_gradient_with_one_kernel_folds_the_rows_into_the_batch(
         np.testing.assert_allclose(got[s], row(s), rtol=1e-12, atol=1e-12)
 
 
+SLICES = {  # shape, the slice of row i (of 5 rows)
+    "y[i]": ([5], lambda y, i: y[i]),
+    "y[i] of a matrix": ([5, 3], lambda y, i: y[i]),
+    "y[:, i]": ([4, 5], lambda y, i: y[:, i]),
+    "y[i, 4 - i], two indexed axes": ([5, 5, 2], lambda y, i: y[i, 4 - i]),
+    "y[-1 - i], negative": ([5, 3], lambda y, i: y[-1 - i]),
+    "y[:, :, i] with an int64 index": ([2, 3, 5], lambda y, i: y[:, :, tf.cast(i, tf.int64)]),
+}
+
+
+@pytest.mark.parametrize("per_row", [True, False], ids=["dy per row", "one dy"])
+@pytest.mark.parametrize("case", sorted(SLICES))
+def test_gradient_of_an_indexed_slice_per_row_is_tensorflows_without_a_loop(case, per_row):
+    """`StridedSliceGrad` whose begin differs per row (the gradient of `y[i]` in row `i`,
+    as a loop of one gradient per index takes it): each row TensorFlow's, where
+    TensorFlow's conversion runs a while_loop over the rows."""
+    shape, index = SLICES[case]
+    y = tf.constant(RNG.standard_normal(shape))
+
+    def row(i):
+        with tf.GradientTape() as tape:
+            tape.watch(y)
+            out = index(y, i)
+        dy = tf.cast(i + 1, tf.float64) * tf.ones_like(out) if per_row else None
+        return tape.gradient(out, y, output_gradients=dy)
+    got, kinds = _rows(row, 5)
+    want, tensorflows = _rows(row, 5, attach=False)
+    assert not kinds & LOOPS and tensorflows & LOOPS
+    np.testing.assert_array_equal(got, want)
+    for s in range(5):
+        np.testing.assert_array_equal(got[s], row(s))
+
+
+def test_gradient_of_an_indexed_slice_is_zero_off_the_index_even_for_an_infinite_gradient():
+    y = tf.zeros([3, 2], tf.float64)
+
+    def row(i):
+        with tf.GradientTape() as tape:
+            tape.watch(y)
+            out = y[i]
+        return tape.gradient(out, y, output_gradients=tf.fill([2], np.inf))
+    got, _ = _rows(row, 3)
+    np.testing.assert_array_equal(got, [np.where(np.arange(3)[:, None] == s, np.inf, 0.0)
+                                        * np.ones(2) for s in range(3)])
+
+
+def test_gradient_of_a_range_or_strided_slice_per_row_keeps_tensorflows_conversion():
+    y = tf.constant(RNG.standard_normal([8]))
+    for index in (lambda i: y[i:i + 2], lambda i: y[i:i + 4:2]):
+        def row(i, index=index):
+            with tf.GradientTape() as tape:
+                tape.watch(y)
+                out = index(i)
+            return tape.gradient(out, y)
+        got, kinds = _rows(row, 3)
+        assert kinds & LOOPS  # TensorFlow's while_loop: right, if slow
+        for s in range(3):
+            np.testing.assert_array_equal(got[s], row(s))
+
+
 ACTIVATIONS = {"TanhGrad": tf.tanh, "SigmoidGrad": tf.sigmoid, "ReluGrad": tf.nn.relu}
 
 

@@ -7,7 +7,7 @@ reading that trace, finds that faster; otherwise they run the loop itself."""
 
 from __future__ import annotations
 
-from compat_grads import _cost, dispatch
+from compat_grads import _cost, _pfor_converters, dispatch
 from compat_grads._tf import tf
 
 # What a `tf.while_loop` or `tf.map_fn` keyword may be for the vectorized route: these
@@ -29,7 +29,8 @@ def row_while_loop(cond, body, loop_vars, **kwargs):
     symbolic index is `index < n`, and the body run once on it does exactly that (and makes
     no random numbers or other state changes), the rows are computed at once with
     `tf.vectorized_map` (which runs the body's own ops, gradients included, for every index
-    together) and scattered into the TensorArray, unless
+    together, with the converters compat_grads gives its own rows: the gradient of `y[i]`
+    without a loop of pfor's) and scattered into the TensorArray, unless
     the static rule of `compat_grads._cost`, reading the ops and sizes of that one row,
     finds the loop faster (convolutions, pooling, TF2 loops, also one inside a function
     the row calls, as in an LSTM layer, large rows). Otherwise, and in eager mode, the
@@ -191,6 +192,7 @@ def _if_vectorizing_wins(row, rows):
         out, ops = _cost.new_ops(lambda: row(index))
         if not _cost.plan(None if rows is None else int(rows), _cost.ops_facts(ops)).vectorized:
             raise _LoopWins
+        _pfor_converters.attach(ops)  # as compat_grads' own rows have them
         return out
     return checked
 
