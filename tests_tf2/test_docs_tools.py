@@ -84,6 +84,15 @@ def test_tensorflow_types_get_their_public_names():
     assert api_links.public_name("tensorflow.python.no_such_module.X") is None
 
 
+def _meta(quick):
+    """A bench run's `run.json`, as `docs/make_performance.py` writes it."""
+    tail = " --quick" if quick else ""
+    return {"date": "2026-01-02", "minutes": 3.5, "machine": "CPU, 2 cores, Linux",
+            "load": 1.0, "python": "3.11.7", "tensorflow": "2.21.0", "jax": None,
+            "numpy": "2.4.6", "command": "python docs/make_performance.py" + tail,
+            "bench": "compat-grads bench --out <temporary folder>" + tail}
+
+
 def test_performance_page_tables():
     from compat_grads.bench import suite
 
@@ -99,10 +108,7 @@ def test_performance_page_tables():
     expected = suite._ratios(measures)["tall 4x2"]
     assert {recipe: ratio for (_, recipe), ratio in
             make_performance._ratios(measures).items()} == expected
-    meta = {"date": "2026-01-02", "minutes": 3.5, "machine": "CPU, 2 cores, Linux",
-            "load": 1.0, "python": "3.11.7", "tensorflow": "2.21.0", "jax": None,
-            "numpy": "2.4.6", "command": "python docs/make_performance.py --quick",
-            "bench": "compat-grads bench --out <temporary folder> --quick"}
+    meta = _meta(quick=True)
     page = make_performance.page(report, meta)
     assert "   * - tape.jacobian, eager\n     - 50.00\n     - 25.00\n" in page
     assert "   * - 20\n     - map\\_fn over indices + tf.gradients\n" in page  # escaped
@@ -117,10 +123,7 @@ def test_performance_page_states_the_vectorizing_rule_and_its_measurements():
     report = {"measures": [], "quick": True, "targets": [], "memory": [], "tf1_graph": [],
               "tf1_cnn": [{"batch": 4, "recipe": "compat_grads gradient_rows", "build_s": 0.2,
                            "run_ms": 9.0, "ratio": 0.98}]}
-    meta = {"date": "2026-01-02", "minutes": 3.5, "machine": "CPU, 2 cores, Linux",
-            "load": 1.0, "python": "3.11.7", "tensorflow": "2.21.0", "jax": None,
-            "numpy": "2.4.6", "command": "python docs/make_performance.py --quick",
-            "bench": "compat-grads bench --out <temporary folder> --quick"}
+    meta = _meta(quick=True)
     routes = [{"workload": "MLP Hessian (1,079 rows, b=375)", "recipe": "compat_grads (auto)",
                "ms": 700.0, "ratio": 0.97, "row_kib": 529.0, "plan": "while_loop"}]
     page = make_performance.page(report, meta, routes)
@@ -140,10 +143,7 @@ def test_performance_page_states_the_window_for_rows_through_a_gradient():
     from compat_grads.bench import second_order_rows as sor
 
     report = {"measures": [], "quick": True, "targets": [], "memory": [], "tf1_graph": []}
-    meta = {"date": "2026-01-02", "minutes": 3.5, "machine": "CPU, 2 cores, Linux",
-            "load": 1.0, "python": "3.11.7", "tensorflow": "2.21.0", "jax": None,
-            "numpy": "2.4.6", "command": "python docs/make_performance.py",
-            "bench": "compat-grads bench --out <temporary folder>"}
+    meta = _meta(quick=False)
     rows = [{"batch": 1024, "features": 8, "hidden": 64, "state": state, "largest_kib": 256.0,
              "together_mib": 2.0, "plan": "vectorized", "one_by_one": "separate passes",
              "ms": {sor.RULE: rule, sor.ONE_BY_ONE: 4.0, sor.VECTORIZED: rule, sor.NESTED: 3.0}}
@@ -163,10 +163,7 @@ def test_performance_page_renders_the_traces_section_from_its_json():
     --traces` (docs/_static/bench/traces.json), and no section without one."""
     traces = json.loads((DOCS / "_static" / "bench" / "traces.json").read_text("utf-8"))
     report = {"measures": [], "quick": True, "targets": [], "memory": [], "tf1_graph": []}
-    meta = {"date": "2026-01-02", "minutes": 3.5, "machine": "CPU, 2 cores, Linux",
-            "load": 1.0, "python": "3.11.7", "tensorflow": "2.21.0", "jax": None,
-            "numpy": "2.4.6", "command": "python docs/make_performance.py",
-            "bench": "compat-grads bench --out <temporary folder>"}
+    meta = _meta(quick=False)
     page = make_performance.page(report, meta, None, traces)
     assert ".. _traces-bench:\n\nLaplacians and divergences\n" in page
     assert "$ python docs/make_performance.py --traces" in page
@@ -190,10 +187,7 @@ def test_performance_page_sets_tensorflows_recipe_with_xla_against_ours_with_xla
     report = {"measures": [{"workload": workload, "recipe": k, "ms": v,
                             "ours": k.startswith(wl.OURS)} for k, v in ms.items()],
               "quick": True, "targets": [], "memory": [], "tf1_graph": []}
-    meta = {"date": "2026-01-02", "minutes": 3.5, "machine": "CPU, 2 cores, Linux",
-            "load": 1.0, "python": "3.11.7", "tensorflow": "2.21.0", "jax": None,
-            "numpy": "2.4.6", "command": "python docs/make_performance.py",
-            "bench": "compat-grads bench --out <temporary folder>"}
+    meta = _meta(quick=False)
     page = make_performance.page(report, meta)
     assert "     - vs TF's best with XLA, ours with jit\\_compile=True\n" in page
     assert (f"   * - {workload}\n     - 2.00\n     - n/a\n     - n/a\n     - 300.00\n"

@@ -416,16 +416,16 @@ def _graphs(concrete):
                      if hasattr(f, "graph"))]
 
 
-@pytest.mark.parametrize("compile_", [True, False], ids=["compiled", "tape"])
-@pytest.mark.parametrize("kind", sorted(LAYERS))
-def test_per_example_gradients_through_convolutions(kind, compile_, caplog):
+def _per_example_case(kind, batch, seed):
+    """A model of the layers `LAYERS[kind]` then Flatten and Dense(3), a batch, its labels,
+    the loss, and each example's gradients by a Python loop of tf.GradientTape."""
     keras = keras2()
-    keras.utils.set_random_seed(1)
+    keras.utils.set_random_seed(seed)
     shape = {"conv1d": (9, 2), "conv3d": (5, 5, 4, 2)}.get(kind, (7, 7, 2))
     model = keras.Sequential([keras.Input(shape), *LAYERS[kind](keras.layers),
                               keras.layers.Flatten(), keras.layers.Dense(3)])
-    x = tf.constant(RNG.standard_normal((6, *shape)).astype(np.float32))
-    y = tf.constant(RNG.integers(0, 3, 6))
+    x = tf.constant(RNG.standard_normal((batch, *shape)).astype(np.float32))
+    y = tf.constant(RNG.integers(0, 3, batch))
 
     def loss(t, p):
         return keras.losses.sparse_categorical_crossentropy(t, p, from_logits=True)
@@ -434,7 +434,14 @@ def test_per_example_gradients_through_convolutions(kind, compile_, caplog):
         with tf.GradientTape() as tape:
             value = tf.reduce_sum(loss(y[s:s + 1], model(x[s:s + 1])))
         return tape.gradient(value, model.trainable_weights)
-    want = [np.stack(column) for column in zip(*(one(s) for s in range(6)))]
+    return model, x, y, loss, [np.stack(column) for column in zip(*(one(s)
+                                                                    for s in range(batch)))]
+
+
+@pytest.mark.parametrize("compile_", [True, False], ids=["compiled", "tape"])
+@pytest.mark.parametrize("kind", sorted(LAYERS))
+def test_per_example_gradients_through_convolutions(kind, compile_, caplog):
+    model, x, y, loss, want = _per_example_case(kind, 6, seed=1)
     with caplog.at_level(logging.WARNING, logger="tensorflow"):
         if compile_:
             compiled = tf.function(lambda x, y: cg.per_example_gradients(loss, model, x, y))
@@ -454,27 +461,14 @@ def test_per_example_gradients_of_depthwise_layers_under_xla_run_as_taps(kind):
     taps: the graph keeps only each row's own `DepthwiseConv2dNativeBackpropFilter`, one per
     layer (TensorFlow's folded op, which XLA on CPU runs a hundred times slower, would add
     one per layer); the values are a Python loop's over examples."""
-    keras = keras2()
-    keras.utils.set_random_seed(2)
-    model = keras.Sequential([keras.Input((7, 7, 2)), *LAYERS[kind](keras.layers),
-                              keras.layers.Flatten(), keras.layers.Dense(3)])
-    x = tf.constant(RNG.standard_normal((5, 7, 7, 2)).astype(np.float32))
-    y = tf.constant(RNG.integers(0, 3, 5))
-
-    def loss(t, p):
-        return keras.losses.sparse_categorical_crossentropy(t, p, from_logits=True)
-
-    def one(s):
-        with tf.GradientTape() as tape:
-            value = tf.reduce_sum(loss(y[s:s + 1], model(x[s:s + 1])))
-        return tape.gradient(value, model.trainable_weights)
-    want = [np.stack(column) for column in zip(*(one(s) for s in range(5)))]
+    model, x, y, loss, want = _per_example_case(kind, 5, seed=2)
     compiled = tf.function(lambda x, y: cg.per_example_gradients(loss, model, x, y),
                            jit_compile=True)
     got = compiled(x, y)
     ops = collections.Counter(op.type for g in _graphs(compiled.get_concrete_function(x, y))
                               for op in g.get_operations())
-    depthwise = sum(isinstance(layer, keras.layers.DepthwiseConv2D) for layer in model.layers)
+    depthwise = sum(isinstance(layer, keras2().layers.DepthwiseConv2D)
+                    for layer in model.layers)
     assert ops["DepthwiseConv2dNativeBackpropFilter"] == depthwise and not set(ops) & LOOPS
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
