@@ -27,7 +27,7 @@ type. For a few ops that rows meet all the time it does worse than it could:
   only a begin the same in every row and loops. Ours is one `where` against a one-hot
   mask (a TF1 Levenberg-Marquardt Jacobian, 40 to 400 samples, rewritten to
   `row_while_loop`: 2.2 to 2.5 times faster per run than the legacy while_loop, where
-  pfor's loop over this op had left it 1.1 times faster to 1.3 times slower);
+  pfor's loop over this op had left it 1.5 times faster to 1.3 times slower);
 - the gradients of activations (`TanhGrad`, `SigmoidGrad`, `ReluGrad`) when the forward
   value is the same in every row and the incoming gradient is not (every reverse-mode
   Jacobian row, and every row of a reverse-over-reverse Hessian): TensorFlow's converter
