@@ -281,16 +281,15 @@ def _slice_gradient(row):
     one index (a shrink axis) and the strides are 1, each row is its `dy` where the indices
     are and zero elsewhere: one `where` against a one-hot mask per indexed axis (zero, not
     `dy * 0`, where `dy` is not finite, as TensorFlow's gradient has it)."""
-    shape = tf.cast(row.unstacked_input(0), tf.int32)
     begin, begin_per_row, _ = row.input(1)
-    strides = tf.get_static_value(row.unstacked_input(3))
-    dy, dy_per_row, _ = row.input(4)
     attrs = {k: row.get_attr(k) for k in ("begin_mask", "end_mask", "ellipsis_mask",
                                           "new_axis_mask", "shrink_axis_mask")}
-    rank = tf.compat.dimension_value(shape.shape[0])
-    indexed = _indexed_axes(attrs, rank, strides)
-    if not begin_per_row or rank is None or indexed is None:  # end: begin + 1 or unused
+    rank = tf.compat.dimension_value(row.op.inputs[0].shape[0])
+    indexed = _indexed_axes(attrs, rank, tf.get_static_value(row.op.inputs[3]))
+    if not begin_per_row or indexed is None:  # end: begin + 1 or unused
         return _tensorflows(row)
+    shape = tf.cast(row.unstacked_input(0), tf.int32)
+    dy, dy_per_row, _ = row.input(4)
     ones = [1] * rank
     spread = tf.reshape(dy, tf.stack([tf.shape(dy)[0] if dy_per_row else 1, *[
         1 if a in indexed else shape[a] for a in range(rank)]]))  # [rows or 1, *shape]
