@@ -1,6 +1,6 @@
 """Runs `compat-grads bench` and writes docs/performance.rst with its tables and plot.
 
-    python docs/make_performance.py              # the full suite (about 6 min on 2 cores)
+    python docs/make_performance.py              # the full suite (about 10 min on 2 cores)
     python docs/make_performance.py --quick      # tiny sizes: checks the page, not the speed
     python docs/make_performance.py --page-only  # the page again from the last run's files
     python docs/make_performance.py --traces     # only `compat-grads bench --traces`, then
@@ -103,7 +103,7 @@ def _side_by_side(report) -> list:
                     [[cell if cell != "-" else "n/a" for cell in row] for row in
                      suite.against_best(suite._ratios(report["measures"]))],
                     (28, 18, 18, 18, 18)),
-            *SIDE_BY_SIDE_NOTES, *_xla_per_example_note(report)]
+            *SIDE_BY_SIDE_NOTES, *_xla_per_example_note(report), *_onednn_note(report)]
 
 
 def _xla_per_example_note(report) -> list:
@@ -132,6 +132,38 @@ def _xla_per_example_note(report) -> list:
         f"{ms[ours_xla]:.2f} ms",
         "  for ours with XLA, whose depthwise filter gradients under XLA are one matrix",
         "  product per kernel tap.", ""]
+
+
+def _onednn_note(report) -> list:
+    """The per-example workloads run again with oneDNN's kernels: TensorFlow's recipe
+    against ours there, and what the kernels did to it."""
+    from compat_grads.bench import suite, workloads
+
+    ratios = suite._ratios(report["measures"])
+    rows = {w: r for w, r in ratios.items() if w.endswith(workloads.ONEDNN)}
+    if not rows:
+        return []
+    ms = {(m["workload"], m["recipe"]): m["ms"] for m in report["measures"]}
+    plain = next(iter(w for w in rows if "CNN (" in w), None)
+    ours = workloads.OURS + " per_example_gradients, eager"
+    default = plain and plain[:-len(workloads.ONEDNN)]
+    slower = [] if plain is None else [
+        "  Its ``while_loop`` over the examples' ``Conv2DBackpropFilter`` pays oneDNN's",
+        "  per-call cost once per example: for the plain CNN "
+        f"{ms[plain, workloads.VECTORIZED]:.1f} ms with oneDNN against "
+        f"{ms[default, workloads.VECTORIZED]:.1f} ms without,",
+        f"  ours {ms[plain, ours]:.2f} against {ms[default, ours]:.2f}."]
+    return [
+        "- **With oneDNN's kernels.** The rows ending in *oneDNN on* time the per-example",
+        "  workloads again in a process of their own with ``TF_ENABLE_ONEDNN_OPTS=1``:",
+        "  TensorFlow turns oneDNN on by default on x86 CPUs with AVX-512 VNNI and later, so",
+        "  many users run these kernels without asking. (The other rows run without them,",
+        "  as tox does; this machine's CPU has AVX2, where off is TensorFlow's default too.)",
+        "  ``vectorized_map(GradientTape)`` in ``tf.function`` against ours there (their",
+        "  time / ours): " + "; ".join(
+            f"{_text(w.replace('per-example gradients, ', '').replace(workloads.ONEDNN, ''))}"
+            f" {r[workloads.VECTORIZED]:.2f}" for w, r in rows.items()) + ".",
+        *slower, ""]
 
 
 SIDE_BY_SIDE_NOTES = [
@@ -440,6 +472,9 @@ def page(report: dict, meta: dict, routes=None, traces=None, second_order=None) 
         f"- Machine: {_text(meta['machine'])}; load average {meta['load']:.1f} when the",
         "  run started (other processes share the cores: the suite interleaves its recipes",
         "  so that they all see the same noise).",
+        "- A call's time ends when its result is ready: the suite waits on a view of each",
+        "  tensor's buffer, never copies the result to NumPy (``numpy()``, a cost no",
+        "  caller pays, 0.33 ms for 8 MB, which JAX's ``block_until_ready`` does not add).",
         f"- Python {meta['python']}, TensorFlow {meta['tensorflow']}, {jax},",
         f"  NumPy {meta['numpy']}.",
         "- Command (regenerates this page, the plot and the JSON):", "",

@@ -11,7 +11,7 @@ import os
 import numpy as np
 import pytest
 
-from compat_grads.bench import suite
+from compat_grads.bench import suite, timing
 from compat_grads.bench import workloads as wl
 
 
@@ -21,7 +21,18 @@ def test_quick_suite_runs_and_reports(tmp_path):
     overhead = {w for w in workloads if w.startswith("per-call overhead: ")}
     assert {w.split(": ")[1] for w in overhead} == set(suite.OVERHEAD_FUNCTIONS)
     cnns = {w for w in workloads if w.startswith("per-example gradients, CNN")}
-    assert len(cnns) == 4 and len(workloads) == 9 + 3 + len(overhead)
+    onednn = {w for w in workloads if w.endswith(wl.ONEDNN)}
+    assert len(cnns) == 8 and len(workloads) == 9 + 3 + len(overhead) + len(onednn)
+    # the per-example workloads again, with oneDNN's kernels in a process of their own:
+    # the same recipes but the eager loop and the XLA ones
+    per_example = {w for w in workloads if w.startswith("per-example")}
+    assert onednn == {w + wl.ONEDNN for w in per_example - onednn} and len(onednn) == 5
+    for workload in onednn:
+        recipes = {m["recipe"] for m in report["measures"] if m["workload"] == workload}
+        default = {m["recipe"] for m in report["measures"]
+                   if m["workload"] == workload[:-len(wl.ONEDNN)]}
+        assert recipes == {r for r in default if not wl.with_xla(r)
+                           and not r.startswith("eager loop")}, recipes
     for workload in workloads:
         rows = [m for m in report["measures"] if m["workload"] == workload]
         assert sum(m["ours"] for m in rows) >= 1 and len(rows) >= (
@@ -81,7 +92,8 @@ def test_quick_suite_runs_and_reports(tmp_path):
     assert all((side[w][1] != "-") == (side[w][2] != "-") == jax_here for w in with_xla), side
     assert side["per-call overhead: jvp"] == ("-", "-", "-", "-")
     # TensorFlow's per-example recipe compiled by XLA: held against ours with XLA only
-    per_example = [w for w in side if w.startswith("per-example")]
+    per_example = [w for w in side if w.startswith("per-example") and
+                   not w.endswith(wl.ONEDNN)]
     assert len(per_example) == 5 and all(side[w][3] != "-" for w in per_example)
     assert all(side[w][3] == "-" for w in side if w not in per_example)
     for workload in per_example:
@@ -223,3 +235,29 @@ def test_functions_far_slower_than_the_fastest_are_timed_after_the_others():
     timed = log[6:]  # after two warm-up calls each
     assert timed.index("slow") > max(i for i, name in enumerate(timed) if name != "slow")
     assert timed.count("slow") == 3 and ms["slow"] > 25 > 1 > ms["fast"]
+
+
+def test_onednn_workloads_refuse_a_process_without_onednn():
+    """`python -m compat_grads.bench.onednn` measures nothing where TensorFlow loaded without
+    oneDNN's kernels (this process's tox setting): it says so and how to fix it."""
+    with pytest.raises(RuntimeError, match=r"without oneDNN's kernels.*set "
+                       r"TF_ENABLE_ONEDNN_OPTS=1"):
+        timing.in_subprocess("compat_grads.bench.onednn", [2, 1],
+                             env={"TF_ENABLE_ONEDNN_OPTS": "0"})
+
+
+def test_timing_waits_for_eager_results_without_copying_them():
+    """Each timed call waits for its eager tensors through a view of their buffers: never
+    `numpy()`, which copies the whole result (a cost no caller pays, and JAX's recipes do
+    not pay it)."""
+    from compat_grads._tf import tf
+
+    class Result(np.ndarray):  # an array whose copy through numpy() fails the test
+        def numpy(self):
+            raise AssertionError("the timing copied a result")
+
+    values = [np.zeros((2, 3)).view(Result), tf.ones([256, 800, 10])]
+    timing._block(values)
+    timing._block(values[1])
+    ms = timing.interleaved_ms({"tensor": lambda: values, "one": lambda: values[0]}, 2, 0.001)
+    assert set(ms) == {"tensor", "one"} and all(t > 0 for t in ms.values())

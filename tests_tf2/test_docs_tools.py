@@ -194,3 +194,25 @@ def test_performance_page_sets_tensorflows_recipe_with_xla_against_ours_with_xla
             in page)
     assert "ours), per-example gradients of each model: CNN depthwise (b=4) 150.00." in page
     assert "depthwise (b=4), 600.0 ms against 2.00 ms" in page
+
+
+def test_performance_page_sets_the_per_example_workloads_with_onednn_beside_the_defaults():
+    """The rows measured with oneDNN's kernels get a note: TensorFlow's recipe against ours
+    there per workload, and the plain CNN's times with the kernels and without."""
+    from compat_grads.bench import workloads as wl
+
+    ours = f"{wl.OURS} per_example_gradients, eager"
+    plain, mlp = "per-example gradients, CNN (b=4)", "per-example gradients, MLP (b=4)"
+    ms = {(plain, ours): 4.0, (plain, wl.VECTORIZED): 8.0,
+          (plain + wl.ONEDNN, ours): 2.0, (plain + wl.ONEDNN, wl.VECTORIZED): 30.0,
+          (mlp + wl.ONEDNN, ours): 1.0, (mlp + wl.ONEDNN, wl.VECTORIZED): 1.5}
+    report = {"measures": [{"workload": w, "recipe": r, "ms": v, "ours": r == ours}
+                           for (w, r), v in ms.items()],
+              "quick": True, "targets": [], "memory": [], "tf1_graph": []}
+    page = make_performance.page(report, _meta(quick=False))
+    assert "- **With oneDNN's kernels.**" in page
+    assert "time / ours): CNN (b=4) 15.00; MLP (b=4) 1.50." in page
+    assert "for the plain CNN 30.0 ms with oneDNN against 8.0 ms without,\n" in page
+    assert "  ours 2.00 against 4.00." in page
+    del report["measures"][2:]  # no workload with oneDNN: no note
+    assert "With oneDNN" not in make_performance.page(report, _meta(quick=False))

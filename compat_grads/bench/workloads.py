@@ -261,9 +261,13 @@ def _keras_model(kind, seed=0):
                              layers.Flatten(), layers.Dense(10)]), (12, 12, 1)
 
 
-def per_example(kind, batch, repeats):
+def per_example(kind, batch, repeats, onednn=False):
     """Per-example loss gradients of a Keras 2 model: ours against a Python loop of
-    GradientTape.gradient over examples and TensorFlow's vectorized_map recipe."""
+    GradientTape.gradient over examples and TensorFlow's vectorized_map recipe.
+
+    `onednn`: the process runs TensorFlow's oneDNN kernels (`compat_grads.bench.onednn`):
+    the workload's name says so (`ONEDNN`), and the eager loop and the XLA recipes, which
+    the suite times with the defaults, are left out (XLA compiles its own kernels)."""
     keras = keras2()
     model, shape = _keras_model(kind)
     x = tf.constant(_rng(5).standard_normal((batch, *shape)).astype(np.float32))
@@ -305,6 +309,9 @@ def per_example(kind, batch, repeats):
         VECTORIZED: lambda: vectorized_fn(x, y),
         TF_XLA.format("vectorized_map(GradientTape)"): lambda: vectorized_xla(x, y),
     }
+    if onednn:
+        recipes = {name: fn for name, fn in recipes.items()
+                   if not with_xla(name) and not name.startswith("eager loop")}
     reference = recipes[f"{OURS} per_example_gradients, eager"]()
     for got, want in zip(batched(), reference):
         np.testing.assert_allclose(got, np.sum(want, 0), rtol=2e-3, atol=2e-4)
@@ -313,8 +320,12 @@ def per_example(kind, batch, repeats):
         shared = _shared_work(model, x, y, loss)
         _check_shared_work(shared(), reference)
         recipes[SHARED] = shared
-    return _time(f"per-example gradients, {kind} (b={batch})", recipes, lambda: reference,
-                 repeats, as_array=flat, unchecked=(FLOOR, SHARED))
+    return _time(f"per-example gradients, {kind} (b={batch})" + (ONEDNN if onednn else ""),
+                 recipes, lambda: reference, repeats, as_array=flat, unchecked=(FLOOR, SHARED))
+
+
+ONEDNN = ", oneDNN on"
+"""The end of a per-example workload's name measured with TensorFlow's oneDNN kernels."""
 
 
 VECTORIZED = "vectorized_map(GradientTape) in tf.function"

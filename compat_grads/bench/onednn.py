@@ -1,0 +1,46 @@
+"""The per-example workloads again with TensorFlow's oneDNN kernels, in a process of their
+own: `python -m compat_grads.bench.onednn BATCH REPEATS` (the suite sets
+TF_ENABLE_ONEDNN_OPTS=1 for it); prints one JSON line, the measures.
+
+TensorFlow reads TF_ENABLE_ONEDNN_OPTS once, when it loads, and turns oneDNN on by default
+on x86 CPUs with AVX-512 VNNI and later (TensorFlow 2.9's release notes), so many users run
+these kernels without asking. The suite runs with them off (tox's setting, which keeps
+graph and function values equal bit for bit; on an AVX2 machine also TensorFlow's
+default). The kernels change what each recipe costs: with them, TensorFlow's `while_loop`
+over `Conv2DBackpropFilter` in `vectorized_map` runs each example through oneDNN's filter
+gradient, which costs far more per call than Eigen's.
+"""
+
+import dataclasses
+import json
+import os
+import sys
+
+from compat_grads.bench import workloads
+
+KINDS = ("MLP", *workloads.CNN_KINDS)
+
+
+def kernels_on() -> bool:
+    """Whether this process's TensorFlow runs oneDNN's kernels (as it loaded)."""
+    from tensorflow.python.util import _pywrap_util_port
+
+    return bool(_pywrap_util_port.IsMklEnabled())
+
+
+def main(argv):
+    batch, repeats = int(argv[0]), int(argv[1])
+    if not kernels_on():
+        raise SystemExit("compat_grads.bench.onednn: TensorFlow runs without oneDNN's "
+                         "kernels here (TF_ENABLE_ONEDNN_OPTS="
+                         f"{os.environ.get('TF_ENABLE_ONEDNN_OPTS')!r}); set "
+                         "TF_ENABLE_ONEDNN_OPTS=1 before running it (TensorFlow reads it "
+                         "once, when it loads)")
+    measures = [m for kind in KINDS for m in workloads.per_example(kind, batch, repeats,
+                                                                   onednn=True)]
+    print(json.dumps([dataclasses.asdict(m) for m in measures]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
