@@ -26,6 +26,7 @@ def test_quick_suite_runs_and_reports(tmp_path):
     # the per-example workloads again, with oneDNN's kernels in a process of their own:
     # the same recipes but the eager loop and the XLA ones
     per_example = {w for w in workloads if w.startswith("per-example")}
+    assert report["onednn"] is True  # TensorFlow has oneDNN's kernels on x86 machines
     assert onednn == {w + wl.ONEDNN for w in per_example - onednn} and len(onednn) == 5
     for workload in onednn:
         recipes = {m["recipe"] for m in report["measures"] if m["workload"] == workload}
@@ -237,13 +238,25 @@ def test_functions_far_slower_than_the_fastest_are_timed_after_the_others():
     assert timed.count("slow") == 3 and ms["slow"] > 25 > 1 > ms["fast"]
 
 
-def test_onednn_workloads_refuse_a_process_without_onednn():
-    """`python -m compat_grads.bench.onednn` measures nothing where TensorFlow loaded without
-    oneDNN's kernels (this process's tox setting): it says so and how to fix it."""
-    with pytest.raises(RuntimeError, match=r"without oneDNN's kernels.*set "
-                       r"TF_ENABLE_ONEDNN_OPTS=1"):
+def test_onednn_workloads_refuse_a_process_not_asked_for_onednn():
+    """`python -m compat_grads.bench.onednn` measures nothing in a process started without
+    TF_ENABLE_ONEDNN_OPTS=1 (this process's tox setting): it says so and how to fix it."""
+    with pytest.raises(RuntimeError, match=r"set TF_ENABLE_ONEDNN_OPTS=1 before running it "
+                       r"\(got '0'\)"):
         timing.in_subprocess("compat_grads.bench.onednn", [2, 1],
                              env={"TF_ENABLE_ONEDNN_OPTS": "0"})
+
+
+def test_onednn_workloads_report_a_tensorflow_without_onednn_and_measure_nothing(
+        monkeypatch, capsys):
+    """Asked for oneDNN where TensorFlow has no such kernels (not x86): no measures, and the
+    report says so, so that the suite runs on."""
+    from compat_grads.bench import onednn
+
+    monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "1")
+    monkeypatch.setattr(onednn, "kernels_on", lambda: False)
+    assert onednn.main(["2", "1"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"kernels": False, "measures": []}
 
 
 def test_timing_waits_for_eager_results_without_copying_them():

@@ -1,6 +1,6 @@
 """The per-example workloads again with TensorFlow's oneDNN kernels, in a process of their
 own: `python -m compat_grads.bench.onednn BATCH REPEATS` (the suite sets
-TF_ENABLE_ONEDNN_OPTS=1 for it); prints one JSON line, the measures.
+TF_ENABLE_ONEDNN_OPTS=1 for it); prints one JSON line (`main`).
 
 TensorFlow reads TF_ENABLE_ONEDNN_OPTS once, when it loads, and turns oneDNN on by default
 on x86 CPUs with AVX-512 VNNI and later (TensorFlow 2.9's release notes), so many users run
@@ -22,23 +22,30 @@ KINDS = ("MLP", *workloads.CNN_KINDS)
 
 
 def kernels_on() -> bool:
-    """Whether this process's TensorFlow runs oneDNN's kernels (as it loaded)."""
-    from tensorflow.python.util import _pywrap_util_port
+    """Whether this process's TensorFlow runs oneDNN's kernels (as it loaded; the
+    variable's value where a TensorFlow lacks the function that says so)."""
+    try:
+        from tensorflow.python.util import _pywrap_util_port
 
-    return bool(_pywrap_util_port.IsMklEnabled())
+        return bool(_pywrap_util_port.IsMklEnabled())
+    except (ImportError, AttributeError):
+        return os.environ.get("TF_ENABLE_ONEDNN_OPTS") == "1"
 
 
 def main(argv):
+    """Prints {"kernels": whether TensorFlow runs oneDNN's kernels here, "measures": the
+    workloads' measures, none where it does not (a machine without them: not x86)}."""
     batch, repeats = int(argv[0]), int(argv[1])
-    if not kernels_on():
-        raise SystemExit("compat_grads.bench.onednn: TensorFlow runs without oneDNN's "
-                         "kernels here (TF_ENABLE_ONEDNN_OPTS="
-                         f"{os.environ.get('TF_ENABLE_ONEDNN_OPTS')!r}); set "
-                         "TF_ENABLE_ONEDNN_OPTS=1 before running it (TensorFlow reads it "
-                         "once, when it loads)")
-    measures = [m for kind in KINDS for m in workloads.per_example(kind, batch, repeats,
-                                                                   onednn=True)]
-    print(json.dumps([dataclasses.asdict(m) for m in measures]))
+    asked = os.environ.get("TF_ENABLE_ONEDNN_OPTS")
+    if asked != "1":
+        raise SystemExit("compat_grads.bench.onednn: set TF_ENABLE_ONEDNN_OPTS=1 before "
+                         f"running it (got {asked!r}): TensorFlow reads it once, when it "
+                         "loads")
+    kernels = kernels_on()
+    measures = [m for kind in KINDS if kernels
+                for m in workloads.per_example(kind, batch, repeats, onednn=True)]
+    print(json.dumps({"kernels": kernels,
+                      "measures": [dataclasses.asdict(m) for m in measures]}))
     return 0
 
 

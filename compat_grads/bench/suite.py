@@ -84,9 +84,11 @@ def run(quick=False, out_dir="bench-results", plot=True, log=print) -> dict:
     for step in steps:
         measures += step()
         log(f"... {measures[-1].workload}")
-    measures += [workloads.Measure(**m) for m in timing.in_subprocess(
-        "compat_grads.bench.onednn", [sizes["per_example"], repeats], env=ONEDNN)]
-    log("... per-example gradients with oneDNN's kernels")
+    onednn = timing.in_subprocess("compat_grads.bench.onednn", [sizes["per_example"],
+                                                                 repeats], env=ONEDNN)
+    measures += [workloads.Measure(**m) for m in onednn["measures"]]
+    log("... per-example gradients with oneDNN's kernels" if onednn["kernels"] else
+        "... no oneDNN kernels in this TensorFlow: the per-example workloads ran once")
     in_tf1 = timing.in_subprocess("compat_grads.bench.tf1_graph", [
         repeats, sizes["loop_max"], *sizes["tf1_sizes"], "--cnn", sizes["cnn"]])
     tf1, tf1_cnn = in_tf1["graph"], in_tf1["cnn"]
@@ -96,7 +98,8 @@ def run(quick=False, out_dir="bench-results", plot=True, log=print) -> dict:
     bigger = timing.in_subprocess("compat_grads.bench.bigger", sizes["bigger"])
     log("... a Jacobian bigger than memory all at once")
     report = {"measures": [dataclasses.asdict(m) for m in measures], "tf1_graph": tf1,
-              "tf1_cnn": tf1_cnn, "memory": memory, "bigger": bigger, "quick": quick}
+              "tf1_cnn": tf1_cnn, "memory": memory, "bigger": bigger, "quick": quick,
+              "onednn": onednn["kernels"]}
     report["targets"] = targets(report)
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "bench.json"), "w") as handle:
