@@ -10,16 +10,46 @@ MIN_VERSION = (2, 12)
 _INSTALL_HINT = (
     "Install it with the extra that fits your machine: "
     "pip install 'compat_grads[cpu]' (tensorflow-cpu) or pip install 'compat_grads[tf]' "
-    "(tensorflow with GPU support)."
+    "(tensorflow, which also runs on CPUs and is the one tf-keras requires)."
 )
+
+
+def tensorflow_distributions() -> list[str]:
+    """"name version" of each installed distribution that provides the `tensorflow` package,
+    without importing it. More than one is a broken install waiting to happen: tf-keras (from
+    2.16 on) requires `tensorflow`, so `tensorflow-cpu` beside it makes two; both write the
+    same files, and an installer that unpacks wheels side by side (uv) can leave the two
+    builds' libraries mixed, which TensorFlow reports as an undefined symbol."""
+    from importlib import metadata
+
+    names = sorted(set(metadata.packages_distributions().get("tensorflow", ())))
+    return [f"{name} {metadata.version(name)}" for name in names]
+
+
+def two_tensorflows_advice(distributions: list[str]) -> str:
+    """What to do when `distributions` (from `tensorflow_distributions`) holds more than one;
+    "" when it holds one or none."""
+    if len(distributions) < 2:
+        return ""
+    names = " ".join(each.split()[0] for each in distributions)
+    return (f"{len(distributions)} TensorFlow distributions are installed in this environment "
+            f"({', '.join(distributions)}); they write the same files, and an install can "
+            f"leave a mix of their libraries. Keep one: pip uninstall -y {names}, then "
+            f"pip install 'compat_grads[tf]' (with tf-keras, the keras2 extra, it must be "
+            f"`tensorflow`, which tf-keras requires) or 'compat_grads[cpu]' (without tf-keras).")
+
+
+def _import_failure(err: Exception, distributions: list[str]) -> str:
+    """The message of the ImportError raised when `import tensorflow` fails with `err`."""
+    advice = two_tensorflows_advice(distributions) or _INSTALL_HINT
+    return (f"compat_grads needs TensorFlow >= {MIN_VERSION[0]}.{MIN_VERSION[1]}, but it could "
+            f"not be imported ({err}). {advice}")
+
 
 try:
     import tensorflow as tf
 except ImportError as err:  # pragma: no cover - exercised in a subprocess test
-    raise ImportError(
-        f"compat_grads needs TensorFlow >= {MIN_VERSION[0]}.{MIN_VERSION[1]}, but it could "
-        f"not be imported ({err}). {_INSTALL_HINT}"
-    ) from err
+    raise ImportError(_import_failure(err, tensorflow_distributions())) from err
 
 
 def _version_tuple(text: str) -> tuple[int, int]:

@@ -21,6 +21,7 @@ def test_check_json_all_agree(capsys):
     assert "tf1.tensor" in item["routes"] and "eager.callable" in item["routes"]
     assert item["shapes"] == ["(2,)"]
     assert item["oracle_error"] < 1e-6
+    assert len(report["tensorflow_distributions"]) == 1
 
 
 def test_check_exits_1_on_a_mismatch(capsys, monkeypatch):
@@ -38,7 +39,22 @@ def test_check_exits_1_on_a_mismatch(capsys, monkeypatch):
 
 def test_check_unknown_pattern_exits_2(capsys):
     assert cli.main(["check", "-k", "no-such-case"]) == 2
-    assert "no matrix item matches" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "no matrix item matches" in err
+    assert "warning" not in err
+
+
+def test_check_warns_of_two_tensorflows(capsys, monkeypatch):
+    from compat_grads import _tf
+
+    two = ["tensorflow 2.21.0", "tensorflow_cpu 2.21.0"]
+    monkeypatch.setattr(_tf, "tensorflow_distributions", lambda: two)
+    assert cli.main(["check", "-k", "no-such-case"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("compat-grads check: warning: 2 TensorFlow distributions are "
+                          "installed in this environment (tensorflow 2.21.0, tensorflow_cpu "
+                          "2.21.0)"), err
+    assert "pip uninstall -y tensorflow tensorflow_cpu" in err
 
 
 def test_check_models_runs_the_keras_matrix(capsys):

@@ -93,6 +93,46 @@ def test_import_without_tensorflow_names_the_extra():
     assert "compat_grads[tf]" in done.stderr
 
 
+def test_import_with_two_tensorflows_installed_says_to_keep_one():
+    # tf-keras requires `tensorflow`, so `tensorflow-cpu` beside it makes two distributions
+    # of the same files; an install that mixed their libraries fails with an undefined symbol
+    done = _python("""
+        import sys
+        from importlib import metadata
+        class Block:
+            def find_spec(self, name, path=None, target=None):
+                if name == "tensorflow" or name.startswith("tensorflow."):
+                    raise ImportError("libtensorflow_cc.so.2: undefined symbol: _ZN3xla")
+        sys.meta_path.insert(0, Block())
+        metadata.packages_distributions = lambda: {"tensorflow": ["tensorflow_cpu",
+                                                                  "tensorflow"]}
+        metadata.version = lambda name: "2.21.0"
+        import compat_grads
+        compat_grads.stacked_jacobian
+    """)
+    assert done.returncode != 0
+    assert ("ImportError: compat_grads needs TensorFlow >= 2.12, but it could not be imported "
+            "(libtensorflow_cc.so.2: undefined symbol: _ZN3xla). 2 TensorFlow distributions "
+            "are installed in this environment (tensorflow 2.21.0, tensorflow_cpu 2.21.0)"
+            in done.stderr), done.stderr
+    assert "pip uninstall -y tensorflow tensorflow_cpu" in done.stderr
+    assert "pip install 'compat_grads[tf]'" in done.stderr
+
+
+def test_two_tensorflows_advice_is_empty_for_one():
+    from compat_grads._tf import two_tensorflows_advice
+
+    assert two_tensorflows_advice([]) == two_tensorflows_advice(["tensorflow 2.21.0"]) == ""
+
+
+def test_the_test_environment_holds_one_tensorflow():
+    # tox.ini installs `tensorflow`, not `tensorflow-cpu`, wherever tf-keras (which requires
+    # `tensorflow`) is installed: CI once loaded a mix of the two wheels' libraries.
+    from compat_grads._tf import tensorflow_distributions
+
+    assert len(tensorflow_distributions()) == 1, tensorflow_distributions()
+
+
 @pytest.mark.parametrize("version, old", [("2.11.1", True), ("2.12.0", False),
                                           ("2.21.0rc1", False), ("2.23.0-dev20261026", False),
                                           ("3.0.0", False)])

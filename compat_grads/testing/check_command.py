@@ -101,9 +101,13 @@ def _check(kind: _Kind, args, started: float) -> int:
     """Runs the TF1 process and the TF2 routes at the same time, then compares; prints the
     table (or JSON) and returns the exit status: 0 all agree, 1 a mismatch, 2 no item
     matches or a worker process failed."""
-    from compat_grads._tf import tf
+    from compat_grads._tf import tensorflow_distributions, tf, two_tensorflows_advice
     from compat_grads.testing.process import WorkerError
 
+    distributions = tensorflow_distributions()
+    advice = two_tensorflows_advice(distributions)
+    if advice:
+        print(f"compat-grads check: warning: {advice}", file=sys.stderr)
     matching = kind.items(args.pattern)
     if not matching:
         print(f"compat-grads check: no {kind.name} item matches -k {args.pattern!r}",
@@ -128,7 +132,8 @@ def _check(kind: _Kind, args, started: float) -> int:
     rows = _rows(records)
     summary = _summary(rows, time.monotonic() - started, tf.__version__, scope)
     if args.json:
-        print(json.dumps({"tensorflow": tf.__version__, "full": args.full,
+        print(json.dumps({"tensorflow": tf.__version__,
+                          "tensorflow_distributions": distributions, "full": args.full,
                           "matching_items": len(matching), "summary": summary,
                           "rows": rows, "items": records}, indent=1))
         if not args.quiet:
