@@ -74,14 +74,24 @@ def test_import_changes_no_global_state():
     assert done.stdout.strip() == "same"
 
 
-def test_import_without_tensorflow_names_the_extra():
-    done = _python("""
+def _import_without_tensorflow(error, distributions, code):
+    """Runs `code` in a Python where `import tensorflow` fails with ImportError(`error`) and
+    the installed distributions of the `tensorflow` package are `distributions`."""
+    return _python(textwrap.dedent(f"""
         import sys
+        from importlib import metadata
         class Block:
             def find_spec(self, name, path=None, target=None):
                 if name == "tensorflow" or name.startswith("tensorflow."):
-                    raise ImportError("No module named 'tensorflow'")
+                    raise ImportError({error!r})
         sys.meta_path.insert(0, Block())
+        metadata.packages_distributions = lambda: {{"tensorflow": {distributions!r}}}
+        metadata.version = lambda name: "2.21.0"
+    """) + textwrap.dedent(code))
+
+
+def test_import_without_tensorflow_names_the_extra():
+    done = _import_without_tensorflow("No module named 'tensorflow'", [], """
         import compat_grads  # cheap: the derivative functions load TensorFlow on first use
         print("imported", compat_grads.ModeError.__name__, flush=True)
         compat_grads.stacked_jacobian
@@ -96,17 +106,8 @@ def test_import_without_tensorflow_names_the_extra():
 def test_import_with_two_tensorflows_installed_says_to_keep_one():
     # tf-keras requires `tensorflow`, so `tensorflow-cpu` beside it makes two distributions
     # of the same files; an install that mixed their libraries fails with an undefined symbol
-    done = _python("""
-        import sys
-        from importlib import metadata
-        class Block:
-            def find_spec(self, name, path=None, target=None):
-                if name == "tensorflow" or name.startswith("tensorflow."):
-                    raise ImportError("libtensorflow_cc.so.2: undefined symbol: _ZN3xla")
-        sys.meta_path.insert(0, Block())
-        metadata.packages_distributions = lambda: {"tensorflow": ["tensorflow_cpu",
-                                                                  "tensorflow"]}
-        metadata.version = lambda name: "2.21.0"
+    done = _import_without_tensorflow("libtensorflow_cc.so.2: undefined symbol: _ZN3xla",
+                                      ["tensorflow_cpu", "tensorflow"], """
         import compat_grads
         compat_grads.stacked_jacobian
     """)
