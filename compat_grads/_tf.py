@@ -49,7 +49,11 @@ def _import_failure(err: Exception, distributions: list[str]) -> str:
 try:
     import tensorflow as tf
 except ImportError as err:  # pragma: no cover - exercised in a subprocess test
-    raise ImportError(_import_failure(err, tensorflow_distributions())) from err
+    try:
+        _installed = tensorflow_distributions()
+    except Exception:  # noqa: BLE001 - advice only: the ImportError below must still be raised
+        _installed = []
+    raise ImportError(_import_failure(err, _installed)) from err
 
 
 def _version_tuple(text: str) -> tuple[int, int]:

@@ -74,9 +74,9 @@ def test_import_changes_no_global_state():
     assert done.stdout.strip() == "same"
 
 
-def _import_without_tensorflow(error, distributions, code):
+def _import_without_tensorflow(error, packages_distributions, code):
     """Runs `code` in a Python where `import tensorflow` fails with ImportError(`error`) and
-    the installed distributions of the `tensorflow` package are `distributions`."""
+    importlib's packages_distributions() returns the expression `packages_distributions`."""
     return _python(textwrap.dedent(f"""
         import sys
         from importlib import metadata
@@ -85,13 +85,13 @@ def _import_without_tensorflow(error, distributions, code):
                 if name == "tensorflow" or name.startswith("tensorflow."):
                     raise ImportError({error!r})
         sys.meta_path.insert(0, Block())
-        metadata.packages_distributions = lambda: {{"tensorflow": {distributions!r}}}
+        metadata.packages_distributions = lambda: {packages_distributions}
         metadata.version = lambda name: "2.21.0"
     """) + textwrap.dedent(code))
 
 
 def test_import_without_tensorflow_names_the_extra():
-    done = _import_without_tensorflow("No module named 'tensorflow'", [], """
+    done = _import_without_tensorflow("No module named 'tensorflow'", "{}", """
         import compat_grads  # cheap: the derivative functions load TensorFlow on first use
         print("imported", compat_grads.ModeError.__name__, flush=True)
         compat_grads.stacked_jacobian
@@ -107,7 +107,7 @@ def test_import_with_two_tensorflows_installed_says_to_keep_one():
     # tf-keras requires `tensorflow`, so `tensorflow-cpu` beside it makes two distributions
     # of the same files; an install that mixed their libraries fails with an undefined symbol
     done = _import_without_tensorflow("libtensorflow_cc.so.2: undefined symbol: _ZN3xla",
-                                      ["tensorflow_cpu", "tensorflow"], """
+                                      '{"tensorflow": ["tensorflow_cpu", "tensorflow"]}', """
         import compat_grads
         compat_grads.stacked_jacobian
     """)
@@ -118,6 +118,16 @@ def test_import_with_two_tensorflows_installed_says_to_keep_one():
             in done.stderr), done.stderr
     assert "pip uninstall -y tensorflow tensorflow_cpu" in done.stderr
     assert "pip install 'compat_grads[tf]'" in done.stderr
+
+
+def test_import_failure_survives_unreadable_package_metadata():
+    done = _import_without_tensorflow("No module named 'tensorflow'", "1 / 0", """
+        import compat_grads
+        compat_grads.stacked_jacobian
+    """)
+    assert "ImportError: compat_grads needs TensorFlow >= 2.12" in done.stderr, done.stderr
+    assert "pip install 'compat_grads[cpu]'" in done.stderr
+    assert "ZeroDivisionError" not in done.stderr
 
 
 def test_two_tensorflows_advice_is_empty_for_one():
