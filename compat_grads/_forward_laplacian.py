@@ -29,6 +29,7 @@ from compat_grads._linear_jets import (
     Unsupported,
     expand_dims,
     gather,
+    gather_nd,
     inert,
     n_then,
     named,
@@ -45,6 +46,7 @@ from compat_grads._linear_jets import (
     value_of,
     with_first,
 )
+from compat_grads._matrix_jets import RULES as MATRIX_RULES
 from compat_grads._tf import tf
 
 __all__ = ["WALKS", "Unsupported", "ops_with_rules", "propagate", "reduced_tangents",
@@ -65,19 +67,40 @@ def propagate(target, source, *, batched: bool, summed: bool, chunk: int | None 
       direction j is one-hot at per-sample feature j in EVERY sample at once (correct when
       samples are independent: target[s] depends on source[s] only). summed -> target.shape;
       not summed -> [n] + target.shape.
-    chunk: at most this many directions in flight: one walk per chunk, each after the one
-      before (their S summed, or joined along the directions), when n is known statically.
+    chunk: at most this many directions in flight, when n is known statically: one walk in
+      a `tf.while_loop` over the chunks (built once, whatever their number), their S summed
+      or joined along the directions.
     Raises Unsupported when an op on the path has no rule (or shapes/ranks needed are not
     statically known where a rule needs them, or TF1 control flow is on the path).
     """
     chunk, n = _chunk(target, source, batched, chunk)
     if chunk is None:
         return _walked(target, _Walk(source, batched, summed))
-    parts = _in_chunks(n, chunk, lambda directions, after: _walked(target, _Walk(
-        source, batched, summed, directions=directions, after=after)))
-    if parts[0] is None:
+    # before the loop: an op without a rule builds nothing
+    _check(_graph_walk.between([target], [value_of(source)]), value_of(source))
+    return _looped(target, source, batched, summed, n, chunk)
+
+
+def _looped(target, source, batched, summed, n, chunk):
+    """`propagate` over ceil(n / chunk) chunks of directions in a `tf.while_loop`, one chunk
+    at a time (the last padded with zero directions, which add nothing)."""
+    steps, connected = -(-n // chunk), []
+
+    def body(i, total):
+        S = _walked(target, _Walk(source, batched, summed, directions=(i * chunk, chunk)))
+        connected.append(S is not None)
+        if S is None:
+            return i + 1, total
+        return i + 1, total + S if summed else total.write(i, S)
+    dtype = target.dtype.base_dtype
+    start = (tf.zeros_like(target) if summed
+             else tf.TensorArray(dtype, size=steps, element_shape=tf.TensorShape(
+                 [chunk]).concatenate(target.shape)))
+    _, total = tf.while_loop(lambda i, _: i < steps, body, (tf.constant(0), start),
+                             parallel_iterations=1)
+    if not connected[0]:
         return None
-    return tf.add_n(parts) if summed else tf.concat(parts, 0)
+    return total if summed else total.concat()[:n]
 
 
 @tf.autograph.experimental.do_not_convert
@@ -88,9 +111,11 @@ def reduced_tangents(target, source, *, batched: bool, reduce, chunk: int | None
     chunk, n = _chunk(target, source, batched, chunk)
 
     def part(directions, after):
+        lo, hi = directions
         J = _walked(target, _Walk(source, batched, summed=True, second=False,
-                                  directions=directions, after=after))
-        return None if J is None else reduce(J, *directions)
+                                  directions=None if hi is None else (lo, hi - lo),
+                                  after=after))
+        return None if J is None else reduce(J, lo, hi)
     if chunk is None:
         return part((0, None), ())
     parts = _in_chunks(n, chunk, part)
@@ -176,7 +201,9 @@ class _Walk:
     def __init__(self, source, batched, summed, second=True, directions=None, after=()):
         self.source, self.batched, self.summed = source, batched, summed
         self.second = second  # False: J only (every S stays None)
-        self.directions, self.after = directions, after  # (lo, hi) of n; run after `after`
+        # (first, count) of the n directions (first: an int, or a loop's tensor), or None:
+        # all of them; the walk is built after `after`
+        self.directions, self.after = directions, after
         self.jets, self.first = {}, None
 
     def begin(self):
@@ -186,10 +213,8 @@ class _Walk:
         if self.n is None:  # known when the graph runs only
             self.n = tf.reduce_prod(tf.shape(value)[1:]) if batched else tf.size(value)
         self.total = self.n  # the one-hot directions' length; this walk carries n of them
-        if self.directions is not None and self.directions[1] is not None:
-            self.n = self.directions[1] - self.directions[0]
-        elif self.directions is not None:
-            self.directions = None  # (0, None): all of them
+        if self.directions is not None:
+            self.n = self.directions[1]
         if source.dtype != tf.resource:
             self.jets[source.ref()] = (self.start(source), None)
 
@@ -218,10 +243,14 @@ class _Walk:
             known = tf.TensorShape([static, 1]).concatenate(x.shape[1:])
         else:
             shape, known = self.with_n(tf.shape(x)), tf.TensorShape([static]).concatenate(x.shape)
-        eye = tf.eye(self.total, dtype=x.dtype.base_dtype)
+        dtype = x.dtype.base_dtype
         with tf.control_dependencies(self.after):  # one chunk after another: a bounded peak
-            J = tf.reshape(eye if self.directions is None else eye[slice(*self.directions)],
-                           shape)
+            if self.directions is None:
+                J = tf.reshape(tf.eye(self.total, dtype=dtype), shape)
+            else:  # past the end (a loop's last chunk, padded): zero directions
+                first, count = self.directions
+                J = tf.reshape(tf.one_hot(first + tf.range(count), self.total, dtype=dtype),
+                               shape)
         J.set_shape(known)
         return J
 
@@ -473,7 +502,8 @@ _RULES = {
     "StridedSlice": _linear(strided_slice), "Sum": _linear(reduction(tf.reduce_sum)),
     "Mean": _linear(reduction(tf.reduce_mean)), "ExpandDims": _linear(expand_dims),
     "Squeeze": _linear(squeeze), "Transpose": _linear(transpose),
-    "GatherV2": _linear(gather),
+    "GatherV2": _linear(gather), "GatherNd": _linear(gather_nd),
+    **MATRIX_RULES,
     "ConcatV2": _joined(tf.concat), "Pack": _joined(tf.stack), "Unpack": _unpack,
 }
 

@@ -167,7 +167,7 @@ def hessian_blocks(backend, flat, how):
 
     def compute(outer):
         if scalar:  # statically scalar: no loop over elements
-            gradient = backend.vjp_backend(lambda targets: [tf.ones_like(targets[0])])
+            gradient = backend.vjp_backend(lambda targets: [st.ones_of(targets[0])])
             return jacobian_blocks(gradient, flat, outer)
         return _hessian_pairs(backend, flat, outer)
 
@@ -239,7 +239,7 @@ def batch_hessian_block(backend, source, how):
     """`[b] + x.shape[1:] + x.shape[1:]`: the batch Jacobian of the batch-summed gradient."""
     _memory.check(backend.function, how, [  # the gradient is shaped like the source
         (st.per_sample_size(source), _memory.nbytes(source), _memory.nbytes(source))])
-    gradient = backend.vjp_backend(lambda targets: [tf.ones_like(targets[0])])
+    gradient = backend.vjp_backend(lambda targets: [st.ones_of(targets[0])])
     return second_order(backend, how, lambda outer: batch_jacobian_block(
         gradient, source, outer))
 

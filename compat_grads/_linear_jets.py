@@ -53,18 +53,27 @@ def static(op, tensor):
     return value
 
 
+def folded(tensor):
+    """`tensor`'s value where it is known statically, else `tensor`: a rule built inside a
+    loop (the forward Laplacian's chunks) reads it through the loop's Enter otherwise,
+    where TensorFlow no longer sees the constant and loses the result's shape."""
+    value = tf.get_static_value(tensor)
+    return tensor if value is None else tf.constant(value, tensor.dtype)
+
+
 def with_first(first, values, shifted):
-    values = tf.convert_to_tensor(values)
+    values = folded(tf.convert_to_tensor(values))
     return tf.concat([tf.constant([first], values.dtype), values], 0) if shifted else values
 
 
 def n_then(x, shape, shifted):
     """`shape`, after x's leading n axis when shifted."""
+    shape = folded(shape)
     return tf.concat([tf.shape(x, out_type=shape.dtype)[:1], shape], 0) if shifted else shape
 
 
 def strided_slice(op):
-    begin, end, strides = op.inputs[1:]
+    begin, end, strides = (folded(t) for t in op.inputs[1:])
     masks = {name: op.get_attr(name) for name in (
         "begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")}
 
@@ -109,6 +118,21 @@ def gather(op):
         raise unsupported(f"{named(op)} with batch_dims")
     indices, axis = op.inputs[1], int(static(op, op.inputs[2]))
     return lambda x, s: tf.gather(x, indices, axis=int(shift(axis, s)))
+
+
+def gather_nd(op):
+    """tf.gather_nd, linear in its params: the n axis moved last, where the gathered
+    slices keep it, and back to the front."""
+    indices = op.inputs[1]
+
+    def fn(x, s):
+        if not s:
+            return tf.gather_nd(x, indices)
+        rank = rank_of(x)
+        gathered = tf.gather_nd(tf.transpose(x, list(range(1, rank)) + [0]), indices)
+        last = rank_of(gathered) - 1
+        return tf.transpose(gathered, [last] + list(range(last)))
+    return fn
 
 
 def value_of(source):

@@ -369,6 +369,14 @@ def dtype_of(x) -> tf.DType:
     return x.dtype.base_dtype
 
 
+def ones_of(t):
+    """Ones shaped like t as a gradient's cotangent: a Fill of t's (integer) shape, which no
+    derivative flows through. `tf.ones_like(t)` is a float tensor made from t, so
+    differentiating the gradient again would build the gradient of the ops behind it too,
+    which nothing uses."""
+    return tf.ones(tf.shape(t), t.dtype)
+
+
 def size(x):
     """Number of elements: a Python int when static, else a scalar tensor."""
     static = x.shape.num_elements()

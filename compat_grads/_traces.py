@@ -33,14 +33,34 @@ def diagonals(backend, flat, how, batched=False, summed=False, propagate=True):
     scalar (`batched`: `[b] + x.shape[1:]`); with `summed`, its sum (a scalar, or `[b]`).
     None where the source does not reach the gradient. `propagate`: the forward Laplacian
     may be tried."""
-    walk = _walk_how(backend, flat, how, batched) if propagate else None
+    if how.strategy == "auto" and all(
+            (x.shape[1:] if batched else x.shape).num_elements() == 1 for x in flat):
+        return _one_direction(backend, flat, batched, summed)
+    walk = _walk_how(backend, flat, how, batched, looped=True) if propagate else None
     fast = None if walk is None else _propagated(backend, flat, batched, summed,
                                                  walk.chunk_size)
     if fast is not None:
         return fast
-    gradient = backend.vjp_backend(lambda targets: [tf.ones_like(targets[0])])
+    gradient = backend.vjp_backend(lambda targets: [st.ones_of(targets[0])])
     return _jacobians.second_order(backend, how, lambda outer: [
         _diagonal_of(gradient, flat, k, outer, batched, summed) for k in range(len(flat))])
+
+
+def _one_direction(backend, flat, batched, summed):
+    """Sources of one element (per sample, when batched): each diagonal is the derivative
+    of the gradient, the nested `tf.gradients` (or nested tapes) a user writes, op for op
+    (a walk or a row would only add ops around it)."""
+    gradient = backend.vjp_backend(lambda targets: [st.ones_of(targets[0])])
+    pull, found = gradient.vjp_fn(), []
+    for k, x in enumerate(flat):
+        second = pull([st.ones_of(t) if i == k else None
+                       for i, t in enumerate(gradient.targets)])[k]
+        if second is not None:
+            second = tf.cast(second, st.dtype_of(x))
+            if summed:
+                second = tf.reshape(second, tf.shape(second)[:1] if batched else [])
+        found.append(second)
+    return found
 
 
 def _diagonal_of(gradient, flat, k, how, batched, summed):
@@ -103,13 +123,14 @@ def _shaped(diagonal, x, batched, summed):
     return st.reshape(diagonal, tf.shape(x), x.shape)
 
 
-def _walk_how(backend, flat, how, batched):
+def _walk_how(backend, flat, how, batched, looped=False):
     """`how` with the chunk of directions the forward Laplacian walks at once, or None when
     it is not the "auto" choice: an explicit strategy asks for the products (their
     direction, "loop" for the least memory); directions that do not fit `max_bytes` or the
     memory budget even one at a time take the products too (whose own check says how to
-    chunk them), as does a chunk that needs more than `WALKS` walks (each a copy of the
-    target's ops: more chunks take the products' loop)."""
+    chunk them), as does a chunk that needs more than `WALKS` walks unless the walk is
+    `looped` (built once, in a loop over the chunks): each walk is a copy of the target's
+    ops, so more chunks take the products' loop."""
     if how.strategy != "auto":
         return None
     sizes = [st.per_sample_size(x) if batched else st.size(x) for x in flat]
@@ -120,7 +141,7 @@ def _walk_how(backend, flat, how, batched):
                               2 * (_cost.intermediates(backend) or 0))
         except ValueError:
             return None
-    if not backend.walkable() or how.chunk_size is not None and any(  # a walk per chunk:
+    if not backend.walkable() or not looped and how.chunk_size is not None and any(
             isinstance(n, int) and -(-n // how.chunk_size) > _forward_laplacian.WALKS
             for n in sizes):  # the products loop instead
         return None
@@ -275,7 +296,7 @@ def probes(x, estimator, k, batched):
 def estimated_diagonals(backend, flat, how, estimator, batched=False, summed=False):
     """Hutchinson's estimates of `diagonals`: the mean of v ⊙ Hv (summed over each sample's
     elements, and over the sources, for a Laplacian), as (estimates, standard errors)."""
-    gradient = backend.vjp_backend(lambda targets: [tf.ones_like(targets[0])])
+    gradient = backend.vjp_backend(lambda targets: [st.ones_of(targets[0])])
     vs = [probes(x, estimator, k, batched) for k, x in enumerate(flat)]
 
     def compute(outer):

@@ -13,6 +13,7 @@ W = [RNG.normal(size=shape) for shape in ([3, 8], [8, 8], [8, 8], [8, 1])]
 B = [RNG.normal(size=[8]) for _ in range(3)]
 C43 = RNG.normal(size=[4, 3])
 W34, B4 = RNG.normal(size=[3, 4]), RNG.normal(size=[4])
+W12 = RNG.normal(size=[12, 8])
 
 
 def mlp(x, weights=W, biases=B):
@@ -245,6 +246,30 @@ LINEAR = {
                                               transpose_a=True)[..., 0],
 }
 
+C33 = RNG.normal(size=[3, 3])
+
+
+def _matrices(x):
+    """[b, 3] -> [b, 3, 3], each sample's matrix from its own row, well conditioned."""
+    return 3 * np.eye(3) + tf.tanh(x[:, :, None] * C33 + x[:, None, :])
+
+
+# The matrix functions of a Slater determinant or a Gaussian likelihood (each with its
+# adjoint form where the op has one), and a gather_nd across samples.
+MATRIX = {
+    "LogMatrixDeterminant": lambda x: tf.linalg.slogdet(_matrices(x))[1],
+    "MatrixDeterminant": lambda x: tf.linalg.det(_matrices(x)),
+    "MatrixInverse": lambda x: tf.reduce_sum(tf.linalg.inv(_matrices(x)) * C33, [1, 2])
+    + tf.linalg.inv(_matrices(x) ** 2, adjoint=True)[:, 0, 1],
+    "MatrixSolve": lambda x: tf.linalg.solve(_matrices(x), tf.sin(x)[:, :, None])[..., 0]
+    + tf.linalg.solve(_matrices(x), x[:, :, None] * C33, adjoint=True)[:, 1],
+    "MatrixSolve_constant_matrix": lambda x: tf.linalg.solve(
+        C33 + 3 * np.eye(3), tf.transpose(tf.sin(x) * x)),
+    "GatherNd": lambda x: tf.gather_nd(tf.sin(x)[:, :, None] * x[:, None, :],
+                                       [[0, 1], [3, 2], [4, 0]]),
+}
+LINEAR.update(MATRIX)
+
 # The same function for the oracle where TensorFlow has no second derivative of the op.
 OVERTWICE = {"Softsign": lambda x: x / (1 + tf.abs(x))}
 
@@ -307,13 +332,36 @@ def test_chunks_of_directions_give_the_same_values(name, batched, summed):
     assert_close(run(tf.constant(values[0])).numpy(), oracle(f, values, 0, batched, summed))
 
 
-def test_each_chunk_starts_after_the_one_before():
-    graph = tf.function(lambda x: fl.propagate(mlp(x), x, batched=True, summed=True, chunk=1)
-                        ).get_concrete_function(tf.constant(_values([[5, 3]])[0])).graph
+def _graph_of(fn, shape=(5, 3)):
+    return tf.function(fn).get_concrete_function(tf.constant(_values([shape])[0])).graph
+
+
+def _ops(graph):
+    return [op for op in graph.get_operations()] + [
+        op for f in graph._functions.values() for op in f.graph.get_operations()]
+
+
+@pytest.mark.parametrize("summed", [True, False])
+def test_chunks_run_one_walk_in_a_loop(summed):
+    """The chunks of a Laplacian are one walk in a while_loop, one chunk at a time: the graph
+    is as large for 12 chunks as for 2 (a walk per chunk grew it with each)."""
+    def built(chunk):
+        graph = _graph_of(lambda x: fl.propagate(tf.reduce_sum(tf.tanh(x @ W12), 1), x,
+                                                 batched=True, summed=summed, chunk=chunk),
+                          (5, 12))
+        loops = [op for op in graph.get_operations() if op.type in ("While", "StatelessWhile")]
+        return len(_ops(graph)), loops
+    (few, loops_few), (many, loops_many) = built(6), built(1)
+    assert few == many and len(loops_few) == 1
+    assert len(loops_many) == 1 and loops_many[0].get_attr("parallel_iterations") == 1
+
+
+def test_each_trace_chunk_starts_after_the_one_before():
+    graph = _graph_of(lambda x: fl.reduced_tangents(
+        tf.tanh(x), x, batched=True, chunk=1, reduce=lambda J, lo, hi: tf.reduce_sum(J, 0)))
     waits_for = {c.name for op in graph.get_operations() for c in op.control_inputs}
     # 3 directions, one per walk: the 2nd waits for the 1st's result, the 3rd for the 2nd's
     assert len(waits_for) == 2
-    assert all(graph.get_operation_by_name(name).type == "BroadcastTo" for name in waits_for)
 
 
 def test_the_default_chunk_keeps_the_largest_tangent_small():

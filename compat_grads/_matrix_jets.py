@@ -1,0 +1,98 @@
+"""The forward Laplacian's rules for matrix functions (`compat_grads._forward_laplacian`):
+log-determinants, determinants, inverses and solves, the ops a wavefunction's Slater
+determinant and a Gaussian's log-likelihood run.
+
+Each rule works on the op's input matrices A (`[..., m, m]`) with their jets J (`[n] +
+A.shape`: the derivative along each of n directions) and S (the second derivative, summed
+over the directions or one per direction), through the matrix calculus of the inverse:
+d(A⁻¹) = -A⁻¹ dA A⁻¹. Products with A⁻¹ broadcast over the directions' axis (one inverse,
+not n). As TensorFlow's own gradients of these ops, they need A invertible.
+"""
+
+from __future__ import annotations
+
+from compat_grads._linear_jets import rank_of
+from compat_grads._tf import tf
+
+
+def _matrix_jet(walk, jet, a, adjoint=False):
+    """(J, S) of matrix a, materialised to its shape (a matrix product needs the full
+    rows and columns), transposed with `adjoint` (real matrices: A^H is Aᵀ); (None, None)
+    where a is not on the path."""
+    if jet is None:
+        return None, None
+    J, S = walk.full(jet[0], a, True), None
+    if jet[1] is not None:
+        S = walk.full(jet[1], a, not walk.summed)
+    if adjoint:
+        J, S = (None if x is None else tf.linalg.matrix_transpose(x) for x in (J, S))
+    return J, S
+
+
+def _trace_of_square(M):
+    """tr(M M) over the last two axes: Σ_ij M_ij M_ji."""
+    return tf.reduce_sum(M * tf.linalg.matrix_transpose(M), [-2, -1])
+
+
+def _log_determinant_jet(walk, a, jet):
+    """The jet of log|det A|: J_k = tr(A⁻¹ J_k), S = tr(A⁻¹ S_A) - Σ_k tr((A⁻¹ J_k)²)."""
+    J, S = _matrix_jet(walk, jet, a)
+    inverse = tf.linalg.inv(a)
+    M = tf.linalg.matmul(inverse, J)  # [n, ..., m, m]
+    if not walk.second:
+        return tf.linalg.trace(M), None
+    second = -walk.cross(_trace_of_square(M))
+    if S is not None:
+        second = second + tf.linalg.trace(tf.linalg.matmul(inverse, S))
+    return tf.linalg.trace(M), second
+
+
+def log_determinant(walk, op, jets):
+    """LogMatrixDeterminant (`tf.linalg.slogdet`): the sign is piecewise constant (no
+    derivative, as in `tf.gradients`), log|det A| carries the jet."""
+    return [None, _log_determinant_jet(walk, op.inputs[0], jets[0])]
+
+
+def determinant(walk, op, jets):
+    """MatrixDeterminant: det A = ±exp(log|det A|), so J = det·J_L and S = det·(S_L + J_L²)."""
+    y = op.outputs[0]
+    return walk.chain(_log_determinant_jet(walk, op.inputs[0], jets[0]), y, y, rank_of(y))
+
+
+def inverse(walk, op, jets):
+    """MatrixInverse, B = A⁻¹: J_B = -B J_A B, S_B = -B S_A B + 2 Σ_k (B J_k)² B."""
+    B = op.outputs[0]
+    J, S = _matrix_jet(walk, jets[0], op.inputs[0], op.get_attr("adjoint"))
+    P = tf.linalg.matmul(B, J)  # [n, ..., m, m]
+    first = -tf.linalg.matmul(P, B)
+    if not walk.second:
+        return first, None
+    second = 2 * tf.linalg.matmul(walk.cross(tf.linalg.matmul(P, P)), B)
+    if S is not None:
+        second = second - tf.linalg.matmul(tf.linalg.matmul(B, S), B)
+    return first, second
+
+
+def solve(walk, op, jets):
+    """MatrixSolve, X = A⁻¹ R: J_X = A⁻¹ (J_R - J_A X), S_X = A⁻¹ (S_R - S_A X - 2 Σ_k J_A,k
+    J_X,k)."""
+    (a, rhs), X = op.inputs, op.outputs[0]
+    Ja, Sa = _matrix_jet(walk, jets[0], a, op.get_attr("adjoint"))
+    Jr, Sr = _matrix_jet(walk, jets[1], rhs)
+    inverse_a = tf.linalg.inv(tf.linalg.matrix_transpose(a) if op.get_attr("adjoint") else a)
+    inner = _minus(Jr, None if Ja is None else tf.linalg.matmul(Ja, X))
+    first = tf.linalg.matmul(inverse_a, inner)
+    if not walk.second:
+        return first, None
+    inner = _minus(Sr, None if Sa is None else tf.linalg.matmul(Sa, X))
+    if Ja is not None:
+        inner = _minus(inner, 2 * walk.cross(tf.linalg.matmul(Ja, first)))
+    return first, None if inner is None else tf.linalg.matmul(inverse_a, inner)
+
+
+def _minus(a, b):
+    return a if b is None else -b if a is None else a - b
+
+
+RULES = {"LogMatrixDeterminant": log_determinant, "MatrixDeterminant": determinant,
+         "MatrixInverse": inverse, "MatrixSolve": solve}
