@@ -148,7 +148,7 @@ def laplacian(target: Target, sources: Nest, *, method: Method = "exact",
 
 
 @_call.public
-def batch_hessian_diagonal(target: Target, source: TensorLike, *, method: Method = "exact",
+def batch_hessian_diagonal(target: Target, source: Nest, *, method: Method = "exact",
                            num_samples: int | None = None, seed: int = 0,
                            return_std: bool = False, strategy: Strategy = "auto",
                            unconnected_gradients: Unconnected = "none",
@@ -157,7 +157,7 @@ def batch_hessian_diagonal(target: Target, source: TensorLike, *, method: Method
                            memory_budget: Budget = None, compile: bool = True,
                            jit_compile: bool = False, distribute=None, gather: bool = True,
                            has_aux: bool = False,
-                           return_value: bool = False) -> tf.Tensor | None:
+                           return_value: bool = False) -> Nest:
     """Per-sample Hessian diagonals of per-sample scalars, without the per-sample Hessians.
 
     Shape: `[b] + x.shape[1:]`, `D[s, i...] = d² y[s] / d x[s, i...]²`, for a target of shape
@@ -167,7 +167,9 @@ def batch_hessian_diagonal(target: Target, source: TensorLike, *, method: Method
     Args:
       target: a callable `f(x) -> y` (every mode), or the tensor `y` in a graph or
         `tf.function`.
-      source: one batched tensor or variable `x`.
+      source: a batched tensor or variable `x`, or a nest of them with one batch (a PINN's
+        coordinates held apart, `[x, t]`: a callable then takes the nest): the result has
+        that structure, one diagonal per source.
       {method}
       {num_samples}
       {seed}
@@ -188,7 +190,8 @@ def batch_hessian_diagonal(target: Target, source: TensorLike, *, method: Method
       {return_value}
 
     Returns:
-      The diagonals in the source's dtype (None if unconnected and "none").
+      The diagonals in the source's dtype (None if unconnected and "none"), in the
+      structure of `source`.
 
     Raises:
       ValueError: if the target is not one scalar per sample (checked at run time when its
@@ -217,7 +220,7 @@ def batch_hessian_diagonal(target: Target, source: TensorLike, *, method: Method
 
 
 @_call.public
-def batch_laplacian(target: Target, source: TensorLike, *, method: Method = "exact",
+def batch_laplacian(target: Target, source: Nest, *, method: Method = "exact",
                     num_samples: int | None = None, seed: int = 0, return_std: bool = False,
                     strategy: Strategy = "auto", unconnected_gradients: Unconnected = "none",
                     independent: bool = True, chunk_size: ChunkSize = "auto",
@@ -227,14 +230,16 @@ def batch_laplacian(target: Target, source: TensorLike, *, method: Method = "exa
                     has_aux: bool = False, return_value: bool = False) -> tf.Tensor | None:
     """Per-sample Laplacians of per-sample scalars: the PINN's `u_xx + u_yy + ...`.
 
-    Shape: `[b]`, `L[s] = sum_i d² y[s] / d x[s, i...]²`, for a target of shape `(b,)` or
-    `(b, 1)`. Computed as `batch_hessian_diagonal` is, summed (the forward Laplacian carries
+    Shape: `[b]`, `L[s] = sum_i d² y[s] / d x[s, i...]²` (summed over every source of a
+    nest), for a target of shape `(b,)` or `(b, 1)`. Computed as `batch_hessian_diagonal`
+    is, summed (the forward Laplacian carries
     only the sum, so it is cheaper still).
 
     Args:
       target: a callable `f(x) -> y` (every mode), or the tensor `y` in a graph or
         `tf.function`.
-      source: one batched tensor or variable `x`.
+      source: a batched tensor or variable `x`, or a nest of them with one batch (a PINN's
+        coordinates held apart: `[x, y]` gives `u_xx + u_yy`), all of one dtype.
       {method}
       {num_samples}
       {seed}

@@ -245,9 +245,10 @@ def _sample_split(name, compute, target, args, options):
     _distribute.needs_callable(name, target,
                                "each replica computes the outputs of its own samples")
     (source,) = args
-    source = source if tf.is_tensor(source) else tf.convert_to_tensor(source)
+    source = tf.nest.map_structure(
+        lambda s: s if tf.is_tensor(s) else tf.convert_to_tensor(s), source)
     return _distribute.sample_split(name, lambda share: compute(target, (share,), options),
-                                    source, _models.batch_size(name, source))
+                                    source, _models.batch_size(name, tf.nest.flatten(source)[0]))
 
 
 def _example_split(name, compute, model, args, options):

@@ -115,19 +115,23 @@ def _waiting(guard, result):
     return tf.nest.map_structure(wait, result)
 
 
-def _diagonal_of_scalar(problem, backend, options, summed, propagate):
-    """The diagonals of a scalar target (or their sum); `propagate`: the forward Laplacian
-    may be tried (its target is known to be a scalar)."""
+def _diagonal_of_scalar(problem, backend, options, summed, propagate, batched=False):
+    """The diagonals of a scalar target, or of each sample's (`batched`), or their sum over
+    the sources' elements (a Laplacian: one per sample when batched); `propagate`: the
+    forward Laplacian may be tried (its target is known to be one scalar per sample)."""
     flat = problem.flat
-    like = tf.zeros([], st.dtype_of(flat[0])) if summed else None
+    like = None
+    if summed:
+        shape = tf.shape(flat[0])[:1] if batched else []
+        like = tf.zeros(shape, st.dtype_of(flat[0]))
     if options.estimator.method == "exact":
-        found = _traces.diagonals(backend, flat, options.how, summed=summed,
+        found = _traces.diagonals(backend, flat, options.how, batched=batched, summed=summed,
                                   propagate=propagate)
         if summed:
             return _total(found, options, like)
         return problem.pack([_filled(d, x, options) for d, x in zip(found, flat)])
     found = _traces.estimated_diagonals(backend, flat, options.how, options.estimator,
-                                        summed=summed)
+                                        batched=batched, summed=summed)
     if summed:
         ((mean, error),) = found
         return _result(options, _filled(mean, like, options), _filled(error, like, options))
@@ -141,24 +145,27 @@ def _laplacian(name, target, args, options):
 
 
 def _batch_diagonal(name, target, args, options, summed=False):
+    """Per-sample diagonals of a source, or of each source of a nest (coordinates held
+    apart, as a PINN's x, y and t); a Laplacian sums them over every source."""
     _distribute_exact(name, options)
     if not options.independent:
         _exact_only(name, options)
-    (source,) = args
-    problem = st.make_problem(name, target, source, argument="source")
-    (x,) = _specs._single_source(name, problem)
+    (sources,) = args
+    problem = st.make_problem(name, target, sources, argument="source")
+    flat = problem.flat
+    if summed:
+        _one_dtype(name, flat)
     backend = dispatch.backend_for(problem, order=2)
-    like = tf.zeros(tf.shape(x)[:1], st.dtype_of(x)) if summed else x
-    with st.after(st.check_batch(name, backend.target, x, per_sample_scalar=True)):
-        if not options.independent:
-            return _filled(_coupled_diagonal(backend, x, options.how, summed), like, options)
-        if options.estimator.method == "exact":
-            (found,) = _traces.diagonals(backend, [x], options.how, batched=True,
-                                         summed=summed)
-            return _filled(found, like, options)
-        ((mean, error),) = _traces.estimated_diagonals(
-            backend, [x], options.how, options.estimator, batched=True, summed=summed)
-        return _result(options, _filled(mean, like, options), _filled(error, like, options))
+    checks = [c for c in (st.check_batch(name, backend.target, x, per_sample_scalar=True)
+                          for x in flat) if c is not None]
+    with st.after(tf.group(checks) if checks else None):
+        if options.independent:
+            return _diagonal_of_scalar(problem, backend, options, summed, True, batched=True)
+        found = [_coupled_diagonal(backend, x, options.how, summed) for x in flat]
+        if summed:
+            return _total(found, options, tf.zeros(tf.shape(flat[0])[:1], st.dtype_of(
+                flat[0])))
+        return problem.pack([_filled(d, x, options) for d, x in zip(found, flat)])
 
 
 def _batch_laplacian(name, target, args, options):

@@ -49,3 +49,60 @@ def test_a_divergence_in_a_tf1_graph():
             got = session.run(div, {x: XY})
     want = np.cos(XY[:, 0]) * XY[:, 1] + np.cos(XY[:, 1]) * XY[:, 0]
     np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+# Ops that only check or shape the result; every op that computes is the nested graph's.
+_BOOKKEEPING = frozenset({"Const", "Shape", "Fill", "Identity", "StridedSlice", "Equal",
+                          "All", "Assert", "NoOp", "Range", "Reshape", "Cast", "Rank"})
+
+
+def _u_of_one_coordinate(x):
+    rng = np.random.default_rng(3)
+    for shape in [(1, 16), (16, 16)]:
+        x = tf.tanh(tf.matmul(x, rng.standard_normal(shape)) + 0.1)
+    return tf.matmul(x, rng.standard_normal((16, 1)))
+
+
+def _built(derivative):
+    """(the op types `derivative(u, x)` adds, its values) on a [None, 1] source."""
+    from collections import Counter
+
+    with tf.Graph().as_default() as graph:
+        x = tf.compat.v1.placeholder(tf.float64, [None, 1])
+        u = _u_of_one_coordinate(x)
+        before = len(graph.get_operations())
+        out = derivative(u, x)
+        added = Counter(op.type for op in graph.get_operations()[before:])
+        with tf.compat.v1.Session() as session:
+            return added, session.run(out, {x: np.linspace(-1, 1, 7)[:, None]})
+
+
+def test_one_coordinate_is_the_nested_gradients_op_for_op():
+    """A 1-D u_xx (a PDE residual) builds what the nested tf.gradients builds: a walk or a
+    row around it only added ops (and build time, under an optimizer differentiated again)."""
+    nested, want = _built(lambda u, x: tf.compat.v1.gradients(
+        tf.compat.v1.gradients(u, x)[0], x)[0])
+    for derivative in (cg.batch_hessian_diagonal,
+                       lambda u, x: cg.batch_laplacian(u, x)[:, None]):
+        ours, got = _built(derivative)
+        computing = {t: c for t, c in ours.items() if t not in _BOOKKEEPING}
+        assert computing == {t: c for t, c in nested.items() if t not in _BOOKKEEPING}
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_coordinates_as_separate_sources_in_a_tf1_graph():
+    """A PINN's x and t held apart as [None, 1] placeholders: u_xx + u_tt in one call."""
+    points = np.array([[-6.0, 0.5], [1.0, -1.0], [0.5, 2.0]])
+    with tf.Graph().as_default():
+        x, t = (tf.compat.v1.placeholder(tf.float64, [None, 1]) for _ in range(2))
+        u = 3 * x ** 2 * t + tf.sin(x) * t ** 3
+        laplacian = cg.batch_laplacian(u, [x, t])
+        u_xx, u_tt = cg.batch_hessian_diagonal(u, [x, t])
+        with tf.compat.v1.Session() as session:
+            got = session.run([laplacian, u_xx, u_tt],
+                              {x: points[:, :1], t: points[:, 1:]})
+    px, pt = points.T
+    want_xx, want_tt = 6 * pt - np.sin(px) * pt ** 3, 6 * pt * np.sin(px)
+    np.testing.assert_allclose(got[0], want_xx + want_tt, rtol=1e-12)
+    np.testing.assert_allclose(got[1][:, 0], want_xx, rtol=1e-12)
+    np.testing.assert_allclose(got[2][:, 0], want_tt, rtol=1e-12)

@@ -374,3 +374,66 @@ def test_chunk_size_never_changes_a_divergence():
     # each direction through every sample at once: sum_j sum_r dy[s, j] / dx[r, j]
     np.testing.assert_allclose(whole, np.einsum("sjrj->s", tape.jacobian(y, x).numpy()),
                                rtol=1e-12)
+
+
+XYT = np.array([[-6.0, -3.0, 0.5], [1.0, 8.0, -1.0], [0.5, -1.5, 2.0], [2.0, 0.25, 1.5]])
+
+
+def coordinates_u(s):
+    """A PINN's u(x, y, t) of coordinates held apart, each [b, 1]."""
+    x, y, t = s["x"], s["y"], s["t"]
+    return 3 * x ** 2 * y + y ** 2 + tf.sin(x) * t ** 3
+
+
+def coordinates_oracle():
+    x, y, t = XYT.T
+    return {"x": 6 * y - np.sin(x) * t ** 3, "y": np.full(len(x), 2.0),
+            "t": 6 * t * np.sin(x)}
+
+
+def _coordinates(mode):
+    """(batch_laplacian over x, y and t; batch_hessian_diagonal of {x, t}) in `mode`."""
+    feed = {k: XYT[:, i:i + 1] for i, k in enumerate("xyt")}
+
+    def both(s, target):
+        return (cg.batch_laplacian(target, s),
+                cg.batch_hessian_diagonal(target, {"x": s["x"], "t": s["t"]}))
+    if mode == "eager":
+        s = {k: tf.constant(v) for k, v in feed.items()}
+        return tf.nest.map_structure(np.asarray, (
+            cg.batch_laplacian(coordinates_u, s),
+            cg.batch_hessian_diagonal(lambda d: coordinates_u({**d, "y": s["y"]}),
+                                      {"x": s["x"], "t": s["t"]})))
+    if mode == "function":
+        run = tf.function(lambda s: both(s, coordinates_u(s)))
+        return tf.nest.map_structure(np.asarray, run({k: tf.constant(v) for k, v in feed.items()}))
+    with tf.Graph().as_default():
+        s = {k: tf.compat.v1.placeholder(tf.float64, [None, 1]) for k in feed}
+        out = both(s, coordinates_u(s))
+        with tf.compat.v1.Session() as session:
+            return session.run(out, {s[k]: v for k, v in feed.items()})
+
+
+@pytest.mark.parametrize("mode", ["eager", "function", "v1_graph"])
+def test_coordinates_as_separate_sources(mode):
+    """batch_laplacian of [x, y, t] is u_xx + u_yy + u_tt; batch_hessian_diagonal keeps the
+    nest, one [b, 1] diagonal per coordinate (each a nested gradient: one element each)."""
+    laplacian, diagonal = _coordinates(mode)
+    want = coordinates_oracle()
+    np.testing.assert_allclose(laplacian, want["x"] + want["y"] + want["t"], rtol=1e-12)
+    assert sorted(diagonal) == ["t", "x"]
+    for k in diagonal:
+        np.testing.assert_allclose(diagonal[k], want[k][:, None], rtol=1e-12)
+
+
+def test_coordinates_in_one_walk():
+    """Sources of several elements each go through the forward walk, summed over them."""
+    def u(s):
+        return tf.reduce_sum(tf.tanh(s[0]) * s[1] ** 2, 1) + tf.reduce_sum(s[0] * s[1], 1)
+    a, b = (tf.constant(np.random.default_rng(k).normal(size=[4, 3])) for k in (1, 2))
+    whole = cg.batch_hessian_diagonal(lambda ab: u([ab[:, :3], ab[:, 3:]]), tf.concat([a, b], 1))
+    np.testing.assert_allclose(cg.batch_laplacian(u, [a, b]),
+                               tf.reduce_sum(whole, 1), rtol=1e-12)
+    parts = cg.batch_hessian_diagonal(u, (a, b))
+    assert isinstance(parts, tuple)
+    np.testing.assert_allclose(tf.concat(parts, 1), whole, rtol=1e-12)
