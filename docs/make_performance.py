@@ -398,6 +398,32 @@ def _cnn_section(rows) -> list:
                       f"{r['ratio']:.2f}") for r in rows], (52, 16, 16, 16))]
 
 
+def _programs_rows(traces) -> list:
+    """The program workloads (`compat_grads.bench.programs`), when the run has them."""
+    rows, run = traces.get("programs"), traces.get("programs_run")
+    if not rows:
+        return []
+    lines = [".. _programs-bench:", "",
+             "Programs' forms: a wavefunction's Laplacian (Slater determinant, norms, pair",
+             "gathers, a mean field; 3 coordinates per electron) against the loop it",
+             "replaces, in a TF1 graph and in ``tf.function``, and a 1-D ``u_xx`` in a PDE",
+             "loss under Adam (the build covers the optimizer's ops). Each recipe in",
+             f"{rows[0]['processes']} fresh processes, taking turns; build and run are the",
+             "medians (TF2's build is the first call, tracing included). *Ratios* are the",
+             "loop's time over ours."]
+    if run:
+        lines += [f"Run {run['date']} ({run['minutes']:.1f} min), load average "
+                  f"{run['load']:.1f} at the start; command: ``{run['command']}``."]
+    table = []
+    for row in rows:
+        for name, r in row["recipes"].items():
+            table.append((f"{row['workload']} ({row['mode']})", row["dims"], name,
+                          f"{r['build_s']:.3f}", f"{r['run_ms']:.2f}",
+                          "-" if r["ops"] is None else r["ops"]))
+    return [*lines, "", *_table(("workload", "d", "recipe", "build s", "run ms", "ops"),
+                                table, (16, 6, 42, 12, 12, 12))]
+
+
 def _traces_section(traces) -> list:
     """Laplacians and divergences (`compat-grads bench --traces`), when there is a run."""
     if not traces:
@@ -434,6 +460,7 @@ def _traces_section(traces) -> list:
                   *_table(("d", "recipe", "ms", "ratio"),
                           [(r["d"], r["recipe"], f"{r['ms']:.2f}", f"{r['ratio']:.2f}")
                            for r in traces["deepxde"]], (8, 60, 16, 16))]
+    lines += _programs_rows(traces)
     m = traces["memory"][0]
     lines += [f"Memory at b={m['b']}, d={m['d']}, each in its own process, first call",
               "(tracing included): the rise of peak RSS, and the CPU allocator's peak",

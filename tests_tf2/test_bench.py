@@ -192,6 +192,27 @@ def test_traces_bench_recipes_agree_with_ours(traces_report):
         assert 0 <= row["error"] <= traces.TOLERANCE, row
 
 
+def test_traces_bench_runs_the_programs_forms_in_fresh_processes(traces_report):
+    """A wavefunction's Laplacian (TF1 graph and tf.function) and a 1-D u_xx under Adam:
+    both recipes per workload, their values agreeing, a run and a build target each."""
+    from compat_grads.bench import programs
+
+    report, table = traces_report
+    rows = report["programs"]
+    assert [(r["workload"], r["mode"]) for r in rows] == [
+        ("wavefunction", "tf1"), ("wavefunction", "tf2"), ("pde", "pde")]
+    for row in rows:
+        assert set(row["recipes"]) == set(programs.RECIPES[row["mode"]].values())
+        assert 0 <= row["error"] <= programs.TOLERANCE
+        assert all(math.isfinite(row[k]) and row[k] > 0 for k in ("build_ratio", "run_ratio"))
+        assert all(r["build_s"] > 0 and r["run_ms"] > 0 for r in row["recipes"].values())
+    assert rows[0]["recipes"][programs.RECIPES["tf1"]["ours"]]["ops"] > 0
+    names = [t["target"] for t in report["targets"]]
+    assert "wavefunction (tf1, d=6): run, loop / ours" in names
+    assert "pde (pde, d=1): build, (1.1 x loop + 50 ms) / ours" in names
+    assert "| program workload | d | recipe | build s | run ms | ops |" in table
+
+
 def test_traces_bench_prints_its_tables(traces_report):
     report, table = traces_report
     assert "| workload | d | recipe | ms | their ms / our ms | max rel. error |" in table

@@ -19,7 +19,7 @@ import numpy as np
 
 import compat_grads as cg
 from compat_grads._tf import tf
-from compat_grads.bench import timing
+from compat_grads.bench import programs, timing
 from compat_grads.bench.traces_process import mlp, points, scalar_mlp, weights
 
 try:  # optional: pip install "compat_grads[bench]"
@@ -214,7 +214,8 @@ def run(quick=False, log=print) -> dict:
         log("... DeepXDE")
     report["memory"] = _memory(*sizes["memory"])
     log("... memory")
-    report["targets"] = targets(report, sizes)
+    report["programs"] = programs.run(quick, log=log)
+    report["targets"] = targets(report, sizes) + programs.targets(report["programs"])
     return report
 
 
@@ -271,6 +272,7 @@ def markdown(report) -> str:
     lines += [f"| {m['b']}, {m['d']} | {m['what']} | {m['peak_rss_delta_mb']:.1f} | "
               f"{m['rss_ratio']:.2f} | {m['allocator_peak_mb']:.1f} | "
               f"{m['allocator_ratio']:.2f} |" for m in report["memory"]]
+    lines += ["", *programs.markdown(report["programs"])]
     lines += ["", "| target | measured | goal | met |", "|---|---|---|---|"]
     lines += [f"| {t['target']} | {t['measured']:.2f} | {t['goal']:.2f} | "
               f"{'yes' if t['met'] else 'NO'} |" for t in report["targets"]]
