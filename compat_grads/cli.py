@@ -1,31 +1,82 @@
-"""`compat-grads`: the command line. Each command lives in its own module; this one parses
-the arguments and hands them over.
-
-`compat-grads check`: run the shared matrix on this machine's TensorFlow and compare the
-TF1 graph route (in a spawned process) with the TF2 routes (compat_grads.testing.check_command).
-`compat-grads bench`: the benchmark suite (compat_grads.bench).
-`compat-grads scan`: find legacy TF1 gradient idioms and rewrite them (compat_grads.migrate)."""
+"""The `compat-grads` command line: `check`, `bench` and `scan` (each in its own module,
+compat_grads.testing.check_command, compat_grads.bench and compat_grads.migrate); this
+module parses the arguments and hands them over."""
 
 from __future__ import annotations
 
 import argparse
 import time
 
-from compat_grads import _quiet, bench, migrate
+from compat_grads import __version__, _quiet, bench, migrate
 from compat_grads.testing import check_command
+
+DESCRIPTION = """\
+Jacobians, per-sample Hessians and Laplacians that agree in TF1 graphs and TF2: check
+them on this TensorFlow, time them, and find the TF1 gradient idioms they replace."""
+
+EPILOG = """\
+examples:
+  compat-grads check                  are the TF1 graph and TF2 results the same here?
+  compat-grads scan src/              which legacy gradient idioms does this code use?
+  compat-grads scan --fix train.py    rewrite them to compat_grads calls, in place
+  compat-grads bench --quick          does the benchmark suite run here?
+
+`compat-grads COMMAND --help` tells each command's options and exit status."""
+
+_EXAMPLES = {
+    "check": """\
+examples:
+  compat-grads check             the quick check: every function in every mode
+  compat-grads check --full      every item of the matrix
+  compat-grads check -k hessian  only items whose id matches
+
+exit status: 0 every row agrees, 1 a mismatch, 2 no item matches -k or the TF1
+process failed, 130 after Ctrl-C, 143 after SIGTERM""",
+    "bench": """\
+examples:
+  compat-grads bench --quick     tiny sizes: checks that it runs
+  compat-grads bench --traces    Laplacians and divergences against the recipes
+                                 they replace
+
+exit status: 0 when the bench ran (its targets are reported, not enforced)""",
+    "scan": """\
+examples:
+  compat-grads scan src/           report legacy gradient idioms
+  compat-grads scan --diff src/    show the rewrites
+  compat-grads scan --fix train.py apply them in place
+
+exit status: 0 no findings, 1 findings (after --fix: findings that remain), 2
+usage errors or files that could not be read, parsed or written, 3 an internal
+error on some file""",
+}
 
 
 def _parser():
-    parser = argparse.ArgumentParser(prog="compat-grads", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    _check_arguments(commands.add_parser(
-        "check", help="run the test matrix on the installed TF",
-        description="Runs the shared test matrix on this TensorFlow: by default a quick "
-                    "check (" + check_command.QUICK_DOC + "); --full for every item."))
-    bench.add_arguments(commands.add_parser(
-        "bench", help="time compat_grads against the recipes users write (ratios)"))
-    migrate.add_arguments(commands.add_parser(
-        "scan", help="find legacy TF1 gradient idioms; --diff / --fix rewrite them"))
+    parser = argparse.ArgumentParser(
+        prog="compat-grads", description=DESCRIPTION, epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"compat-grads {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name, summary, description):
+        return commands.add_parser(name, help=summary, description=description,
+                                   epilog=_EXAMPLES[name],
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    _check_arguments(command(
+        "check", "check that TF1 graph and TF2 results agree on this TensorFlow",
+        "Runs the shared test matrix on this TensorFlow, every route against a float64 "
+        "oracle and against each other, and prints one row per item: by default a quick "
+        "check (" + check_command.QUICK_DOC + "); --full for every item."))
+    bench.add_arguments(command(
+        "bench", "time compat_grads against the recipes users write (ratios)",
+        "Times compat_grads side by side with the recipes users write today and with "
+        "TensorFlow's best, in one run; ratios are their time over ours (above 1: ours is "
+        "faster)."))
+    migrate.add_arguments(command(
+        "scan", "find legacy TF1 gradient idioms; --diff / --fix rewrite them",
+        "Finds legacy TF1 gradient idioms (Python loops of tf.gradients, tf.map_fn over "
+        "gradients, nested tapes, private TensorFlow APIs, ...) in .py and .ipynb files, "
+        "and rewrites the ones it can prove equivalent to compat_grads calls."))
     return parser
 
 
