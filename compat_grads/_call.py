@@ -21,11 +21,15 @@ import dataclasses
 import functools
 import weakref
 from collections.abc import Callable
+from typing import ParamSpec, TypeVar, cast
 
 from compat_grads import _compile, _distribute, _docs, _memory, _options, _value, dispatch
 from compat_grads._errors import MemoryWarning, last_line, message, warn
 from compat_grads._structure import eager_tensor_error
 from compat_grads._tf import tf
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,13 +76,14 @@ class Spec:
     argument: str = "target"
 
 
-def public(function):
+def public(function: Callable[P, R]) -> Callable[P, R]:
     """A public function: its docstring's shared paragraphs filled in (`compat_grads._docs`),
     and hidden from AutoGraph. AutoGraph must not rewrite the library when a user's
     tf.function calls it: its Python control flow is on Python values only, and converting it
-    would cost time at every trace."""
+    would cost time at every trace. Typed so that a type checker sees the signature through
+    the decorator."""
     function.__doc__ = _docs.fill(function.__doc__)
-    return tf.autograph.experimental.do_not_convert(function)
+    return cast(Callable[P, R], tf.autograph.experimental.do_not_convert(function))
 
 
 def run(spec: Spec, target, args: tuple, **given):
