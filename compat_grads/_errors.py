@@ -1,6 +1,7 @@
 """The package exceptions and warnings, and the one format every message follows."""
 
 import os
+import re
 import sys
 import warnings
 
@@ -51,6 +52,13 @@ def describe(value) -> str:
 def message(function: str, problem: str, fix: str) -> str:
     """`compat_grads.<function>: <what is wrong, what was needed and got>. <how to fix it>`."""
     return f"compat_grads.{function}: {problem}. {fix}"
+
+
+def op_name(function: str, problem: str) -> str:
+    """An op name that says the problem (`compat_grads.<function>.<problem in words>`): a
+    failing run-time check is reported from its op's name first."""
+    words = "_".join(re.findall(r"[A-Za-z0-9]+", problem))
+    return f"compat_grads.{function}.{words}"[:160]
 
 
 def is_ours(err: BaseException) -> bool:

@@ -6,6 +6,7 @@ Mode-agnostic like `_structure`: whether a model can run in the current mode is 
 
 from __future__ import annotations
 
+from compat_grads._checks import run_time_check
 from compat_grads._errors import describe, message
 from compat_grads._tf import is_keras3_class, tf
 
@@ -117,10 +118,10 @@ def check_batches(function, x, y):
                 f"dimension), but x has {theirs} and {name} has {mine} ({describe(leaf)})",
                 "Pass one label per input example."))
         if mine is None or theirs is None:
-            guards.append(tf.debugging.assert_equal(
-                tf.shape(leaf)[0], tf.shape(first)[0],
-                message=f"compat_grads.{function}: x and y must have the same number of "
-                        "examples"))
+            guards.append(run_time_check(
+                function, "x and y must have the same number of examples (first dimension)",
+                "Pass one label per input example.", tf.debugging.assert_equal,
+                tf.shape(leaf)[0], tf.shape(first)[0]))
     return tf.group(guards) if guards else None
 
 

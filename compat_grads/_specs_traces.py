@@ -6,6 +6,7 @@ from __future__ import annotations
 from compat_grads import _specs, _traces, dispatch
 from compat_grads import _structure as st
 from compat_grads._call import Spec
+from compat_grads._checks import run_time_check
 from compat_grads._errors import message
 from compat_grads._tf import tf
 
@@ -22,8 +23,8 @@ def _scalar(name, target, instead):
         raise ValueError(message(
             name, f"target must be a scalar, but it has shape {target.shape}", fix))
     if elements is None:
-        return tf.debugging.assert_equal(tf.size(target), 1, message=message(
-            name, "target must be a scalar", fix))
+        return run_time_check(name, "target must be a scalar", fix,
+                                 tf.debugging.assert_equal, tf.size(target), 1)
     return None
 
 
@@ -37,8 +38,10 @@ def _square(name, target, source, batched):
             "Jacobian use " + ("batch_jacobian" if batched else "stacked_jacobian") + "."))
     if target.shape.is_fully_defined() and source.shape.is_fully_defined():
         return None
-    return tf.debugging.assert_equal(tf.shape(target), tf.shape(source), message=(
-        f"compat_grads.{name}: the target must have the source's shape"))
+    return run_time_check(
+        name, "the target must have the source's shape (a square Jacobian)",
+        "Differentiate a vector field of its input (y.shape == x.shape).",
+        tf.debugging.assert_equal, tf.shape(target), tf.shape(source))
 
 
 def _one_dtype(name, flat):

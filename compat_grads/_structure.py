@@ -12,6 +12,7 @@ from collections.abc import Callable
 import numpy as np
 
 from compat_grads import _tapes
+from compat_grads._checks import run_time_check
 from compat_grads._errors import ModeError, describe, message
 from compat_grads._models import unwrap_variable
 from compat_grads._tf import tf
@@ -70,9 +71,23 @@ def make_problem(function, target, sources, tape=None, nested_target=False,
                       nested_target, argument)
     if not is_callable:
         problem.target = problem.check_output(_on_tape(tape, target))
+        _not_swapped(function, problem.target, flat, leaf_paths(sources, argument))
     if tape is not None:
         _tapes.check(function, tape, problem.target, flat, leaf_paths(sources, argument))
     return problem
+
+
+def _not_swapped(function, target, flat, paths):
+    """ValueError for a source computed from the target (swapped arguments): the target
+    cannot then depend on it, and every derivative would silently be None (or zeros)."""
+    for leaf, path in zip(flat, paths):
+        if leaf is not target and _tapes.derives_from(leaf, target):
+            raise ValueError(message(
+                function, f"{path} is computed from the target (the target is one of its "
+                "inputs), so the target cannot depend on it and its derivative would be "
+                "None: the arguments look swapped",
+                f"Pass what to differentiate first and what to differentiate with respect "
+                f"to second: {function}(y, x) for y computed from x."))
 
 
 def _on_tape(tape, target):
@@ -180,6 +195,13 @@ def check_tape(function, tape):
     # A non-persistent tape drops its record (`_tape`) once it has computed gradients;
     # TensorFlow only notices deep inside the computation, so check here.
     if getattr(tape, "_tape", True) is None and not getattr(tape, "_persistent", True):
+        from compat_grads import dispatch  # the mode's facts; dispatch imports this module
+
+        if dispatch.in_tf1_graph():
+            raise ValueError(message(
+                function, "tape= was given in a graph (a TF1 graph or a tf.Graph() block), "
+                "where a GradientTape records nothing: compat_grads differentiates the "
+                "graph's tensors with tf.gradients there", "Drop tape=."))
         raise RuntimeError(message(
             function, "the tape has no record: it is a non-persistent GradientTape that "
             "was already used (or never entered)",
@@ -262,18 +284,22 @@ def check_batch(function, target, source, per_sample_scalar=False):
             f"dimension), but target has shape {target.shape} and source {source.shape}",
             "Pass the batched input the per-sample outputs were computed from; for a full "
             "Jacobian between unbatched tensors use stacked_jacobian."))
-    guards = [tf.debugging.assert_rank_at_least(
-        value, 1, message=f"compat_grads.{function}: {name} needs a leading batch dimension")
+    guards = [run_time_check(
+        function, f"{name} needs a leading batch dimension", "Add the batch axis.",
+        tf.debugging.assert_rank_at_least, value, 1)
         for name, value in pair if value.shape.rank is None]
     with after(tf.group(guards) if guards else None):  # shape[0] of a scalar would fail first
         if not scalar_known:
-            guards.append(tf.debugging.assert_equal(
-                tf.size(target), tf.shape(target)[0], message=f"compat_grads.{function}: "
-                "target must hold one scalar per sample, shape (b,) or (b, 1)"))
+            guards.append(run_time_check(
+                function, "target must hold one scalar per sample, shape (b,) or (b, 1)",
+                "Reduce each sample's output to the scalar you want (e.g. its loss).",
+                tf.debugging.assert_equal, tf.size(target), tf.shape(target)[0]))
         if not (batch_target.is_fully_defined() and batch_source.is_fully_defined()):
-            guards.append(tf.debugging.assert_equal(
-                tf.shape(target)[0], tf.shape(source)[0], message=f"compat_grads.{function}: "
-                "target and source must have the same batch size"))
+            guards.append(run_time_check(
+                function, "target and source must have the same batch size (first "
+                "dimension)", "Pass the batched input the per-sample outputs were computed "
+                "from, and keep the samples apart (no reshape or concat across them).",
+                tf.debugging.assert_equal, tf.shape(target)[0], tf.shape(source)[0]))
     return tf.group(guards) if guards else None
 
 

@@ -17,6 +17,7 @@ import threading
 
 from compat_grads import _tf
 from compat_grads._errors import ModeError, message
+from compat_grads._graph_walk import op_of
 from compat_grads._tf import tf
 
 
@@ -28,7 +29,8 @@ def read_variable(tape, variable):
 
 
 def check(function, tape, target, flat, paths):
-    """ModeError for a source the tape never watched or a target another tape recorded."""
+    """ModeError for a source the tape never watched, a target another tape recorded, or a
+    target the tape recorded nothing of though the graph shows it computed from a source."""
     recorded = _recorded_on(tape, [target, *flat])
     for leaf, path, seen in zip(flat, paths, recorded[1:]):
         if not (seen or _variable_watched(tape, leaf)):
@@ -51,6 +53,40 @@ def check(function, tape, target, flat, paths):
             "(TensorFlow would give None, or zeros with unconnected_gradients='zero')",
             "Pass the tape whose `with` block computed the target, or compute the target "
             "inside the block of the tape you pass, or pass a callable f(sources)."))
+    if any(derives_from(target, leaf) for leaf in flat):
+        raise ModeError(message(
+            function, "target was computed from the sources, but the tape given recorded "
+            "nothing of it: it was computed after the tape's `with` block ended (or under "
+            "tape.stop_recording()), so TensorFlow would give None, or zeros with "
+            "unconnected_gradients='zero'", "Compute the target inside the `with "
+            "tf.GradientTape() as tape:` block, or pass a callable f(sources)."))
+
+
+# Ops no derivative flows through (tf.gradients treats their outputs as constants).
+_CONSTANT_OPS = frozenset({"StopGradient", "PreventGradient", "ZerosLike", "OnesLike",
+                           "Shape", "Size", "Rank"})
+
+
+def derives_from(y, x) -> bool:
+    """Whether graph tensor `y` is computed from graph tensor `x` along ops a derivative
+    flows through (floating tensors, no tf.stop_gradient): False for eager tensors, which
+    keep no record of what made them, and for variables."""
+    if not (_is_graph_tensor(y) and _is_graph_tensor(x)) or y.graph is not x.graph:
+        return False  # (a tf.function's capture of an outer tensor is another tensor)
+    seen, todo = set(), [y]
+    while todo:
+        t = todo.pop()
+        if t is x:
+            return True
+        if t.ref() in seen or t.op.type in _CONSTANT_OPS or not t.dtype.is_floating:
+            continue
+        seen.add(t.ref())
+        todo.extend(t.op.inputs)
+    return False
+
+
+def _is_graph_tensor(t) -> bool:
+    return tf.is_tensor(t) and not isinstance(t, tf.Variable) and op_of(t) is not None
 
 
 def _recorded_by_another(tape, target) -> bool:

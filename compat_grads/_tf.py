@@ -2,6 +2,7 @@
 one place that knows how TensorFlow releases (2.12 to nightly) differ: the rest of the code
 asks the functions here, never `tf.__version__`."""
 
+import contextlib
 import functools
 import importlib
 import sys
@@ -111,6 +112,25 @@ RELEASE = _version_tuple(tf.__version__)
 KERAS2_BUILT_IN = RELEASE < (2, 16)
 """Up to TensorFlow 2.15 `tf.keras` is Keras 2; from 2.16 it is Keras 3 unless
 TF_USE_LEGACY_KERAS=1 makes it the `tf_keras` package."""
+
+
+def frames_hidden(filenames: frozenset):
+    """A context in which the ops made record no Python frame of `filenames` as where they
+    were defined (TensorFlow's own frames are left out already): a failing op is reported
+    with those frames before its message. A release without the private filter keeps them
+    (only the report's length differs)."""
+    try:
+        from tensorflow.python.util import tf_stack
+    except ImportError:  # pragma: no cover - depends on the release
+        return contextlib.nullcontext()
+    if not hasattr(tf_stack, "StackTraceFilter"):  # pragma: no cover - likewise
+        return contextlib.nullcontext()
+
+    class Hidden(tf_stack.StackTraceFilter):
+        def get_filtered_filenames(self):
+            parent = self.parent.get_filtered_filenames() if self.parent else frozenset()
+            return filenames | parent
+    return Hidden()
 
 
 def keras2():

@@ -157,7 +157,32 @@ KINDS = (
     ("a TF1 while_loop: forward mode and second order", "error",
      "test_v1_while_loop_forward_mode_and_second_order"),
     ("tf.py_function, second order", "error", "test_py_function_second_order"),
+    ("a batch size known only at run time that differs", "error",
+     "test_a_run_time_check_reports_compat_grads_words_first"),
 )
+
+
+@pytest.mark.parametrize("name", ["batch_jacobian", "batch_hessian", "batch_laplacian"])
+def test_a_run_time_check_reports_compat_grads_words_first(name):
+    """TensorFlow reports a failing op by its name and the Python frames that defined it,
+    then its message: the op is named after the function and the problem and defined at
+    the caller's line, so compat_grads' words lead the report, not its call stack."""
+    x = tf.compat.v1.placeholder(tf.float32, [None, 2])
+    y = tf.concat([x, x], 0)  # samples mixed: twice the batch
+    target = y if name == "batch_jacobian" else tf.reduce_sum(y ** 3, 1)
+    result = getattr(cg, name)(target, x)
+    with tf.compat.v1.Session() as session:
+        with pytest.raises(tf.errors.InvalidArgumentError) as failed:
+            session.run(result, {x: np.ones((3, 2), np.float32)})
+    lines = str(failed.value).splitlines()
+    assert f"node 'compat_grads.{name}.target_and_source_must_have_the_same_batch_size" in (
+        lines[2])
+    frames = lines[3:next(i for i, line in enumerate(lines) if line.startswith("Node: "))]
+    assert frames and f'File "{__file__}"' in frames[-1]  # the caller's line, last
+    assert not [f for f in frames if f"{os.sep}compat_grads{os.sep}" in f]
+    told = lines[3 + len(frames) + 1]
+    assert f"compat_grads.{name}: target and source must have the same batch size" in told
+    assert "Pass the batched input" in told
 
 
 def _totals():

@@ -167,6 +167,31 @@ def test_variable_the_target_never_read(mode):
     np.testing.assert_array_equal(dw, np.zeros((2, 1)))
 
 
+def test_target_computed_after_the_tapes_block():
+    """In a tf.function the graph shows the target computed from the source, which the tape
+    never recorded: its `with` block had ended (eager tensors keep no such record)."""
+    def build(x):
+        with tf.GradientTape(persistent=True) as tape:
+            tape.watch(x)
+        y = x ** 3
+        return cg.stacked_jacobian(y, x, tape=tape, unconnected_gradients="zero")
+    with raises(cg.ModeError, "stacked_jacobian", r"target was computed from the sources, "
+                r"but the tape given recorded nothing of it", r"after the tape's `with` block "
+                r"ended", r"Compute the target inside the `with"):
+        run("function.tape", build, X)
+
+
+def test_swapped_arguments_on_a_tape_in_a_function():
+    def build(x):
+        with tf.GradientTape(persistent=True) as tape:
+            tape.watch(x)
+            y = x ** 3
+        return cg.stacked_jacobian(x, y, tape=tape)
+    with raises(ValueError, "stacked_jacobian", r"sources is computed from the target",
+                r"the arguments look swapped", r"stacked_jacobian\(y, x\)"):
+        run("function.tape", build, X)
+
+
 KINDS = (  # kind, "value" or "error", test
     ("an eager tensor target without its tape", "error",
      "test_eager_tensor_target_without_tape"),
@@ -184,4 +209,8 @@ KINDS = (  # kind, "value" or "error", test
     ("a watched source the target does not use", "value",
      "test_watched_source_the_target_does_not_depend_on"),
     ("a variable the target never read", "value", "test_variable_the_target_never_read"),
+    ("a target computed after the tape's block (in a tf.function)", "error",
+     "test_target_computed_after_the_tapes_block"),
+    ("swapped arguments on a tape (in a tf.function)", "error",
+     "test_swapped_arguments_on_a_tape_in_a_function"),
 )

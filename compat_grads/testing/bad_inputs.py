@@ -222,6 +222,25 @@ def _foreign_graphs():
                        r.GRAPH_TENSOR[1:] + tensor)
 
 
+def _mistakes():
+    """Mistakes TensorFlow answers with None (a source "not connected"), told apart from a
+    truly unconnected source."""
+    graph_tensor = r.GRAPH_TENSOR + r.TF1_BOTH[1:]
+    for name in ("stacked_jacobian", "per_element_gradients", "batch_jacobian"):
+        yield BadInput("swapped arguments (the source computed from the target)",
+                       f"swapped-{name}",
+                       lambda route, x, n=name: getattr(cg, n)(x, r.square(x)),
+                       Error(ValueError, name, (rf"{r.argument_of(name)} is computed from the "
+                                                r"target", r"the arguments look swapped",
+                                                rf"{name}\(y, x\)")), graph_tensor)
+    yield BadInput("tape= in a graph, where a tape records nothing", "tape-in-a-graph",
+                   lambda route, x: cg.stacked_jacobian(r.square(x), x,
+                                                        tape=tf.GradientTape()),
+                   Error(ValueError, "stacked_jacobian", (r"tape= was given in a graph",
+                                                          r"Drop tape=")),
+                   (r.GRAPH_TENSOR[1], *r.TF1_BOTH[1:]))
+
+
 def _memory():
     x = np.array([1.0, 2.0, 3.0, 4.0], np.float32)  # result 64 bytes, 4 rows of 32 at once
     yield BadInput("rows in flight above max_bytes", "max-bytes-100",
@@ -460,9 +479,9 @@ def _tapes_and_third_order():
 
 
 TABLE = (*_options(), *_returns_none(), *_value_options(), *estimators(_IN_TF1), *_unknown_rank(),
-         *_composites(), *_foreign_graphs(), *_memory(), *_dtypes(), *_shapes(), *_nan_and_inf(),
-         *_integer_valued_ops(), *_python_ops(), *_repeated(), *_closures_and_variables(),
-         *_tapes_and_third_order())
+         *_composites(), *_foreign_graphs(), *_mistakes(), *_memory(), *_dtypes(), *_shapes(),
+         *_nan_and_inf(), *_integer_valued_ops(), *_python_ops(), *_repeated(),
+         *_closures_and_variables(), *_tapes_and_third_order())
 """Every kind of bad or unusual input the two suites share, on the routes it runs on."""
 
 
