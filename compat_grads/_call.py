@@ -24,8 +24,8 @@ from collections.abc import Callable
 from typing import ParamSpec, TypeVar, cast
 
 from compat_grads import _compile, _distribute, _docs, _memory, _options, _value, dispatch
-from compat_grads._errors import MemoryWarning, last_line, message, warn
-from compat_grads._structure import eager_tensor_error
+from compat_grads._errors import MemoryWarning, is_ours, last_line, message, warn
+from compat_grads._structure import eager_tensor_error, numbers_in_a_list
 from compat_grads._tf import tf
 
 P = ParamSpec("P")
@@ -90,6 +90,17 @@ def run(spec: Spec, target, args: tuple, **given):
     """The result of the public function `spec.name` called with `target`, `args` (the
     sources first) and the options `given` (compile, jit_compile, then its own in the order
     its errors report them, then distribute and gather)."""
+    try:
+        return _run(spec, target, args, **given)
+    except TypeError as err:
+        clear = None if is_ours(err) or not _is_callable(target) else (
+            numbers_in_a_list(spec.name, args[0], err))
+        if clear is None:
+            raise
+        raise clear from err
+
+
+def _run(spec: Spec, target, args: tuple, **given):
     options = _options.check(spec.name, **given)
     if spec.prepare is not None:
         target, args = spec.prepare(spec.name, target, args)

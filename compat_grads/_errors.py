@@ -40,8 +40,12 @@ class XlaWarning(UserWarning):
 
 
 def describe(value) -> str:
-    """A short description of what the caller passed, for error messages."""
+    """A short description of what the caller passed, for error messages: a tensor is "a
+    tensor" whatever TensorFlow's class for it (an eager tensor becomes a SymbolicTensor
+    where compat_grads compiles the call, a name the caller never wrote)."""
     kind = type(value).__name__
+    if kind in ("EagerTensor", "SymbolicTensor", "Tensor", "_EagerTensorBase"):
+        kind = "a tensor"
     dtype = getattr(value, "dtype", None)
     shape = getattr(value, "shape", None)
     if dtype is not None and shape is not None:

@@ -55,6 +55,22 @@ class Problem:
         return tf.nest.pack_sequence_as(self.structure, flat_results)
 
 
+def numbers_in_a_list(function, sources, err):
+    """A clear TypeError for a callable that failed (`err`) on sources given as a Python
+    list of numbers, which is a nest of scalar sources (as in tf.gradients) where one
+    tensor was meant; None for anything else."""
+    if not isinstance(sources, (list, tuple)) or not all(
+            isinstance(leaf, (int, float)) and not isinstance(leaf, bool)
+            for leaf in tf.nest.flatten(sources)):
+        return None
+    return TypeError(message(
+        function, "the sources are a Python list of numbers, which compat_grads reads as a "
+        "nest of sources, one scalar tensor per number (as tf.gradients does), so the "
+        f"callable got a list of scalars and failed ({err})",
+        "Pass one tensor: np.array(...) or tf.constant(...) of the list; keep a list only "
+        "for several separate sources."))
+
+
 def make_problem(function, target, sources, tape=None, nested_target=False,
                  argument="sources") -> Problem:
     """Validates a public call's target, sources (the argument named `argument`) and tape

@@ -277,7 +277,7 @@ BAD = [
      "f's output (shape ()) does not start with the batch axis (2)"),
     ("None", dict(f=_returns_none), TypeError, "its first call returned None"),
     ("int output", dict(f=_returns_int), TypeError, "f must return a float tensor, but its "
-                                                    "first call returned EagerTensor"),
+                                                    "first call returned a tensor"),
     ("numpy output", dict(f=lambda x: np.ones(2)), TypeError, "f must return one float "
      "tensor (of TensorFlow ops, to be differentiated), but its first call returned ndarray"),
     ("shape", dict(f=_changes_shape), ValueError, "f returned shape (2,) on its first call "
@@ -301,8 +301,7 @@ def test_bad_input_is_a_clear_error_naming_the_argument(options, error, text):
 def test_a_graph_tensor_has_no_value_to_check_at():
     with tf.Graph().as_default():
         placeholder = tf.compat.v1.placeholder(tf.float32, [2])
-    with pytest.raises(TypeError, match=r"but primals\[1\] is SymbolicTensor|but primals\[1\] "
-                                        r"is Tensor"):
+    with pytest.raises(TypeError, match=r"but primals\[1\] is a tensor"):
         check_derivatives(smooth, [ONES, placeholder], modes="eager")
 
 

@@ -104,13 +104,13 @@ def test_has_aux_with_a_tensor_target_is_a_clear_type_error():
         tape.watch(x)
         y = x ** 2
     with pytest.raises(TypeError, match=r"stacked_jacobian: has_aux=True needs a callable "
-                                        r"target .* but target is EagerTensor of dtype float32"):
+                                        r"target .* but target is a tensor of dtype float32"):
         cg.stacked_jacobian(y, x, tape=tape, has_aux=True)
 
 
 @pytest.mark.parametrize("compile", [True, False])
 @pytest.mark.parametrize(("returned", "shown"), [
-    (lambda y: y, r"\w*Tensor of dtype float32 and shape \(4, 3\)"),
+    (lambda y: y, r"a tensor of dtype float32 and shape \(4, 3\)"),
     (lambda y: (y,), "a tuple of 1"), (lambda y: [y, y, y], "a list of 3")])
 def test_has_aux_with_f_that_returns_no_pair_says_what_it_got(returned, shown, compile):
     with pytest.raises(TypeError, match=rf"batch_jacobian: with has_aux=True the callable must "

@@ -233,6 +233,14 @@ def _mistakes():
                        Error(ValueError, name, (rf"{r.argument_of(name)} is computed from the "
                                                 r"target", r"the arguments look swapped",
                                                 rf"{name}\(y, x\)")), graph_tensor)
+    yield BadInput("a Python list of numbers as sources (a nest of scalars, not a vector)",
+                   "list-of-numbers",
+                   lambda route, x: r.call(route, cg.stacked_jacobian, lambda s: s ** 2, x,
+                                           sources=[[1.0, 2.0], [3.0, 4.0]]),
+                   Error(TypeError, "stacked_jacobian", (
+                       r"the sources are a Python list of numbers", r"one scalar tensor per "
+                       r"number", r"Pass one tensor: np\.array")),
+                   r.CALLABLE + r.TF1_BOTH[:1])
     yield BadInput("tape= in a graph, where a tape records nothing", "tape-in-a-graph",
                    lambda route, x: cg.stacked_jacobian(r.square(x), x,
                                                         tape=tf.GradientTape()),
