@@ -106,3 +106,52 @@ def test_coordinates_as_separate_sources_in_a_tf1_graph():
     np.testing.assert_allclose(got[0], want_xx + want_tt, rtol=1e-12)
     np.testing.assert_allclose(got[1][:, 0], want_xx, rtol=1e-12)
     np.testing.assert_allclose(got[2][:, 0], want_tt, rtol=1e-12)
+
+
+def test_a_wavefunctions_laplacian_walks_and_is_the_map_fn_loops():
+    """A kinetic energy's Laplacian of log|psi| (slogdet of orbitals times an envelope,
+    norms, electron pairs by tf.gather, a mean field): the forward walk has a rule for every
+    op (no products, no warning) and gives the tf.map_fn loop's numbers."""
+    import warnings
+
+    from compat_grads.bench.programs_process import walkers, wavefunction
+
+    electrons, b = 3, 5
+    with tf.Graph().as_default():
+        x = tf.compat.v1.placeholder(tf.float64, [None, 3 * electrons])
+        f = wavefunction(tf, electrons, np.float64)(x)
+        df = tf.gradients(f, x)[0]
+        loop = tf.reduce_sum(tf.map_fn(
+            lambda i: tf.gradients(tf.expand_dims(df[..., i], -1), x)[0][..., i],
+            tf.range(3 * electrons), dtype=tf.float64, back_prop=False), 0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            ours = tf.stop_gradient(cg.batch_laplacian(f, x))
+            chunked = cg.batch_laplacian(f, x, chunk_size=4)
+        with tf.compat.v1.Session() as session:
+            got, chunks, want = session.run(
+                [ours, chunked, loop], {x: walkers(b, 3 * electrons).astype(np.float64)})
+    np.testing.assert_allclose(got, want, rtol=1e-10)
+    np.testing.assert_allclose(chunks, want, rtol=1e-10)
+
+
+def test_a_pde_loss_with_a_1d_u_xx_trains_as_the_nested_gradients_do():
+    """A 1-D PDE residual under Adam: cg.batch_hessian_diagonal's u_xx is the nested
+    tf.gradients graph, so five training steps give the same losses, to the bit."""
+    def losses(u_xx_of):
+        with tf.Graph().as_default():
+            tf.compat.v1.set_random_seed(0)
+            x = tf.compat.v1.placeholder(tf.float64, [None, 1])
+            h = x
+            for k in range(3):
+                h = tf.compat.v1.layers.dense(h, 8, tf.tanh, name=f"layer{k}")
+            u = tf.compat.v1.layers.dense(h, 1, name="out")
+            loss = tf.reduce_mean((u_xx_of(u, x) + tf.sin(x)) ** 2) + tf.reduce_mean(u ** 2)
+            step = tf.compat.v1.train.AdamOptimizer(1e-2).minimize(loss)
+            feed = {x: np.linspace(0, 1, 9)[:, None]}
+            with tf.compat.v1.Session() as session:
+                session.run(tf.compat.v1.global_variables_initializer())
+                return [session.run([loss, step], feed)[0] for _ in range(5)]
+    nested = losses(lambda u, x: tf.gradients(tf.gradients(u, x)[0], x)[0])
+    assert losses(cg.batch_hessian_diagonal) == nested
+    assert nested[-1] < nested[0]

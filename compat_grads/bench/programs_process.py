@@ -36,9 +36,10 @@ def _weights(electrons, seed=0):
     return [dense(4, WIDTH), dense(2 * WIDTH, WIDTH), dense(WIDTH, electrons), dense(1, 1)]
 
 
-def wavefunction(tf, electrons):
+def wavefunction(tf, electrons, dtype=np.float32):
     """log|ψ|: (b, 3 · electrons) -> (b,), in the ops of a TF1 wavefunction."""
-    layers = [(tf.constant(w), tf.constant(c)) for w, c in _weights(electrons)]
+    layers = [(tf.constant(w.astype(dtype)), tf.constant(c.astype(dtype)))
+              for w, c in _weights(electrons)]
     first, second = np.triu_indices(electrons, 1)
 
     def log_psi(x):
