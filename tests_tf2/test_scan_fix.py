@@ -321,11 +321,12 @@ def test_the_helpers_run_unconverted_inside_a_map_fn(monkeypatch):
 
 
 def test_laplacian_loops_become_one_call_with_the_loops_values():
-    """The sum over every column is the divergence of the loop's gradient; over the first n
-    columns, those columns of the diagonal summed; `lap = 0` goes with its loop; the diagonal
-    stacked dimension first is transposed. Both keep the loop's values for coupled samples
-    too (the divergence of a gradient by the Hessian's symmetry, the diagonal with
-    strategy="reverse")."""
+    """The sum over every column is the Laplacian, over the first n columns those columns of
+    the diagonal summed; `lap = 0` goes with its loop; the diagonal stacked dimension first
+    is transposed. A `u` of shape [b] computed row by row from `x` takes the shortest calls;
+    samples that may interact (a batch mean) keep the loop's values with the divergence of
+    its gradient (the Hessian's symmetry) and the diagonal with strategy="reverse"; a `u` of
+    unproved shape is summed per sample first."""
     text = ("import tensorflow.compat.v1 as tf\n"
             "d = 3\n"
             "x = tf.placeholder(tf.float32, [None, d])\n"
@@ -345,24 +346,24 @@ def test_laplacian_loops_become_one_call_with_the_loops_values():
         "x = tf.placeholder(tf.float32, [None, d])\n"
         "u = tf.reduce_sum(tf.sin(x) ** 2, axis=1)\n"
         "g = tf.gradients(u, x)[0]\n"
-        "lap = cg.batch_divergence(tf.gradients(u, x)[0], x)\n"
-        "first = tf.reduce_sum(\n"
-        "    cg.batch_hessian_diagonal(\n"
-        f"        {target},\n"
-        "        x,\n"
-        '        strategy="reverse")[:, :2],\n'
-        "    axis=1)\n"
-        "rows = tf.transpose(\n"
-        "    cg.batch_hessian_diagonal(\n"
-        f"        {target},\n"
-        "        x,\n"
-        '        strategy="reverse"))\n')
+        "lap = cg.batch_laplacian(u, x)\n"
+        "first = tf.reduce_sum(cg.batch_hessian_diagonal(u, x)[:, :2], axis=1)\n"
+        "rows = tf.transpose(cg.batch_hessian_diagonal(u, x))\n")
+    coupled = text.replace("axis=1)\n", "axis=1) * tf.reduce_mean(x)\n", 1)
+    lines = migrate.fix_text(coupled).splitlines()
+    assert lines[6:] == [
+        "lap = cg.batch_divergence(tf.gradients(u, x)[0], x)",
+        'first = tf.reduce_sum(cg.batch_hessian_diagonal(u, x, strategy="reverse")[:, :2], axis=1)',
+        'rows = tf.transpose(cg.batch_hessian_diagonal(u, x, strategy="reverse"))']
+    unknown = text.replace("u = tf.reduce_sum(tf.sin(x) ** 2, axis=1)", "u = model(x)")
+    assert f"rows = tf.transpose(\n    cg.batch_hessian_diagonal(\n        {target},\n" in (
+        migrate.fix_text(unknown))
 
 
 def test_a_long_indexed_call_in_a_rewrite_wraps_its_arguments():
     text = ("import tensorflow.compat.v1 as tf\n"
             "inputs_of_the_network = tf.placeholder(tf.float32, [None, 4])\n"
-            "outputs_of_the_network = tf.reduce_sum(tf.sin(inputs_of_the_network), axis=1)\n"
+            "outputs_of_the_network = model(inputs_of_the_network)  # shape not proved\n"
             "g = tf.gradients(outputs_of_the_network, inputs_of_the_network)[0]\n"
             "lap = sum(tf.gradients(g[:, i], inputs_of_the_network)[0][:, i] for i in range(2))\n")
     fixed = migrate.fix_text(text)
@@ -386,7 +387,7 @@ def test_mapped_terms_summed_on_the_next_line_become_the_laplacian_there():
     assert "terms" not in fixed and "tf.map_fn" not in fixed
     assert fixed.endswith(
         "g = tf.gradients(u, x)[0]\n"
-        "kinetic = -0.5 * (cg.batch_divergence(tf.gradients(u, x)[0], x) + 1.0)\n")
+        "kinetic = -0.5 * (cg.batch_laplacian(u, x) + 1.0)\n")
     twice = migrate.fix_text(head + "a = tf.reduce_sum(terms, axis=0)\nb = terms[0]\n")
     assert "terms = tf.transpose(" in twice and "b = terms[0]" in twice
 
@@ -457,3 +458,60 @@ def test_a_loop_over_the_slabs_of_a_rank_three_x_is_no_laplacian():
     assert found and "CG111" not in {f.code for f in found}
     assert not [f for f in found if "Laplacian" in f.message or f.edits]
     assert migrate.fix_text(text) == text
+
+
+def test_a_hessian_vector_product_becomes_cg_hvp_of_the_loss_expression():
+    """The double tf.gradients HVP of issue 46's reproducer: cg.hvp of a lambda computing
+    the loss from w, the vector as written (tf.stop_gradient kept); not indexed, a list of
+    one, as tf.gradients returns; a loss that is no scalar summed, as tf.gradients sums it."""
+    head = ("import tensorflow.compat.v1 as tf\n"
+            "x = tf.placeholder(tf.float32, [None, 3]); w = tf.Variable(tf.ones([3]))\n"
+            "loss = tf.reduce_sum(tf.tanh(tf.reduce_sum(x * w, 1)) ** 2)\n"
+            "g = tf.gradients(loss, w)[0]; v = tf.placeholder(tf.float32, [3])\n")
+    fixed = migrate.fix_text(head + "hv = tf.gradients(tf.reduce_sum(g * tf.stop_gradient(v)), "
+                                    "w)[0]\n")
+    assert fixed.endswith("hv = cg.hvp(lambda w: tf.reduce_sum(tf.tanh(tf.reduce_sum(x * w, 1)) "
+                          "** 2), w, tf.stop_gradient(v))\n")
+    listed = migrate.fix_text(head + "hv = tf.gradients(tf.tensordot(v, g, 1), w)\n")
+    assert listed.endswith("hv = [cg.hvp(lambda w: tf.reduce_sum(tf.tanh(tf.reduce_sum(x * w, "
+                           "1)) ** 2), w, v)]\n")
+    rows = migrate.fix_text(head.replace("tf.reduce_sum(tf.tanh(tf.reduce_sum(x * w, 1)) ** 2)",
+                                         "tf.tanh(x * w)") + "hv = tf.gradients("
+                            "tf.reduce_sum(tf.multiply(g, v)), w)[0]\n")
+    assert rows.endswith("hv = cg.hvp(lambda w: tf.reduce_sum(tf.tanh(x * w)), w, v)\n")
+    assert migrate.fix_text(fixed) == fixed
+
+
+@pytest.mark.parametrize("rows, call", [
+    ("tf.stack([tf.gradients(y[i], x)[0] for i in range(4)])", "cg.stacked_jacobian(y[:4], x)"),
+    ("tf.stack([tf.gradients(y[i], x)[0] for i in range(6)])", "cg.stacked_jacobian(y, x)"),
+    ("tf.stack([tf.gradients(g[i], w)[0] for i in range(3)])", "cg.hessian(loss, w)"),
+    ("tf.stack([tf.gradients(g[i], w)[0] for i in range(2)])", "cg.hessian(loss, w)[:2]"),
+    ("tf.stack([tf.gradients(r, w)[0] for r in tf.unstack(g)])", "cg.hessian(loss, w)"),
+    ("tf.stack([tf.gradients(r, w)[0] for r in tf.unstack(tf.gradients(2.0 * loss, w)[0])])",
+     "cg.hessian(tf.reduce_sum(2.0 * loss), w)"),
+], ids=["first-rows-of-a-vector", "vector", "hessian", "hessian-first-rows", "hessian-unstack",
+        "hessian-inline"])
+def test_rows_the_shapes_prove_get_the_shortest_call(rows, call):
+    """A vector's rows need no row sums, and the rows of a gradient with respect to a
+    vector of weights are the Hessian's; with shapes not proved, the row sums stay."""
+    head = ("import tensorflow.compat.v1 as tf\nx = tf.placeholder(tf.float32, [6])\n"
+            "y = tf.sin(x) * tf.reduce_sum(x ** 2)\nw = tf.Variable(tf.ones([3]))\n"
+            "loss = tf.reduce_sum(tf.sin(w) ** 2)\ng = tf.gradients(loss, w)[0]\n")
+    (found,) = migrate.scan_text(head + f"J = {rows}\n")
+    assert [e.text for e in found.edits] == [call]
+    unknown = head.replace("tf.placeholder(tf.float32, [6])", "tf.placeholder(tf.float32)")
+    unknown = unknown.replace("tf.Variable(tf.ones([3]))", "tf.Variable(init)")
+    (kept,) = migrate.scan_text(unknown + f"J = {rows}\n")
+    assert "cg.hessian" not in kept.message and (
+        "tf.reduce_sum(" in kept.message or "gradient_rows(" in kept.message)
+
+
+def test_a_map_fn_with_back_prop_false_is_rewritten_under_stop_gradient():
+    text = ("import tensorflow.compat.v1 as tf\nx = tf.placeholder(tf.float32, [None, 3])\n"
+            "u = tf.reduce_sum(tf.sin(x) ** 2, axis=1)\ng = tf.gradients(u, x)[0]\n"
+            "lap = tf.reduce_sum(tf.map_fn(lambda i: tf.gradients(g[:, i], x)[0][:, i],\n"
+            "                              tf.range(3), dtype=tf.float32, back_prop=False), 0)\n")
+    assert migrate.fix_text(text).endswith("lap = tf.stop_gradient(cg.batch_laplacian(u, x))\n")
+    kept = text.replace("back_prop=False", "back_prop=True")
+    assert migrate.fix_text(kept).endswith("lap = cg.batch_laplacian(u, x)\n")

@@ -5,6 +5,7 @@ import ast
 import json
 import pathlib
 import re
+import textwrap
 
 import numpy as np
 import pytest
@@ -286,7 +287,7 @@ def test_every_rule_module_holds_its_code_messages_and_docs():
         assert rule.visits in ("rows", "nodes", "gradients"), rule.code
         assert rule.fixable == (rule.fix != "report only"), rule.code
     assert migrate.CODES == {r.code: r for r in rules.RULES}
-    assert [c.code for c in migrate.CODES.values()] == [f"CG1{n:02d}" for n in range(1, 12)]
+    assert [c.code for c in migrate.CODES.values()] == [f"CG1{n:02d}" for n in range(1, 14)]
 
 
 def test_the_docs_rule_list_is_made_from_every_rule():
@@ -334,28 +335,29 @@ def test_laplacian_loops_are_cg111_only_and_rewritten(name):
 
 @pytest.mark.parametrize("line, kind, what, use", [
     (f"lap = sum({_TERM} for i in range(3))\n", "Laplacian", "generator",
-     "cg.batch_divergence(tf.gradients(u, x)[0], x)"),
+     "cg.batch_laplacian(u, x);"),
     (f"lap = tf.add_n([{_TERM} for i in range(x.shape[1])])\n", "Laplacian",
-     "list comprehension", "cg.batch_divergence("),
+     "list comprehension", "cg.batch_laplacian(u, x);"),
     (f"lap = 0\nfor i in range(2):\n    lap += {_TERM}\n", "Laplacian", "for loop",
-     'tf.reduce_sum(cg.batch_hessian_diagonal(tf.reduce_sum(u, axis=tf.range(1, '
-     'tf.rank(u))), x, strategy="reverse")[:, :2], axis=1)'),
+     "tf.reduce_sum(cg.batch_hessian_diagonal(u, x)[:, :2], axis=1);"),
     (f"D = tf.stack([{_TERM} for i in range(3)], axis=1)\n", "Hessian diagonal",
-     "list comprehension", "cg.batch_hessian_diagonal("),
+     "list comprehension", "cg.batch_hessian_diagonal(u, x);"),
     ("D = tf.map_fn(lambda i: tf.gradients(g[..., i], x)[0][..., i], tf.range(3),\n"
      "              dtype=tf.float32)\n", "Hessian diagonal", "tf.map_fn",
-     "tf.transpose(cg.batch_hessian_diagonal("),
+     "tf.transpose(cg.batch_hessian_diagonal(u, x));"),
     ("lap = 0\nfor i in range(3):\n    h = tf.gradients(g[:, i], x)[0]\n    lap += h[:, i]\n",
-     "Laplacian", "for loop", "cg.batch_divergence("),
+     "Laplacian", "for loop", "cg.batch_laplacian(u, x);"),
     ("rows = tf.map_fn(lambda i: tf.gradients(tf.expand_dims(g[..., i], -1), x)[0][..., i],\n"
      "                 tf.range(3), dtype=tf.float32)\nlap = -0.5 * tf.reduce_sum(rows, 0)\n",
-     "Laplacian", "tf.map_fn", "cg.batch_divergence("),
+     "Laplacian", "tf.map_fn", "cg.batch_laplacian(u, x);"),
 ])
 def test_laplacian_loop_messages_name_the_form_and_the_call(line, kind, what, use):
+    """`u` of shape [b], computed row by row from `x`: the rewrite is the shortest call,
+    `g` taken once before the loop: one tf.gradients graph per dimension."""
     (found,) = migrate.scan_text(_HEAD + line)
     assert found.code == "CG111" and found.edits
     assert found.line == 5 + line.startswith("lap = 0\n")  # at the loop, after `lap = 0`
-    assert found.message.startswith(f"hand-built {kind}: two tf.gradients graphs per "
+    assert found.message.startswith(f"hand-built {kind}: one tf.gradients graph per "
                                     f"dimension in a {what}; use {use}")
 
 
@@ -443,3 +445,147 @@ def test_a_stacked_jacobian_diagonal_is_advised_as_a_divergence():
         assert "cg.batch_divergence(y, x)" in diagonal.message
         assert "stacked_jacobian" not in diagonal.message
     assert "hand-built Jacobian:" in found[2].message
+
+
+# -- issue 46: the idioms the scanner missed ------------------------------------------------
+
+REPRODUCER = """\
+import numpy as np, tensorflow.compat.v1 as tf
+from tensorflow.python.ops import array_ops_stack
+tf.disable_v2_behavior()
+x = tf.placeholder(tf.float32, [None, 3]); w = tf.Variable(tf.ones([3]))
+loss = tf.reduce_sum(tf.tanh(tf.reduce_sum(x * w, 1)) ** 2)
+g = tf.gradients(loss, w)[0]; v = tf.placeholder(tf.float32, [3])
+hv = tf.gradients(tf.reduce_sum(g * tf.stop_gradient(v)), w)[0]
+H = array_ops_stack.stack([tf.gradients(r, w)[0] for r in array_ops_stack.unstack(g)])
+with tf.Session() as s:
+    s.run(tf.global_variables_initializer()); data = np.random.rand(5, 3)
+    per_example = [s.run(g, {x: data[i:i + 1]}) for i in range(5)]
+"""
+
+
+def test_the_three_unscanned_idioms_are_found_with_their_calls():
+    """An HVP by double tf.gradients, Hessian rows through array_ops_stack and a loop of
+    one-example session runs: each found, with the call to write in the code's names."""
+    hvp, rows, runs = migrate.scan_text(REPRODUCER)
+    assert [(f.line, f.code) for f in (hvp, rows, runs)] == [
+        (7, "CG112"), (8, "CG102"), (11, "CG113")]
+    assert hvp.edits and "use cg.hvp(lambda w: tf.reduce_sum(tf.tanh(tf.reduce_sum(x * w, 1)) " \
+        "** 2), w, tf.stop_gradient(v))" in hvp.message
+    assert rows.edits and "use cg.hessian(loss, w)" in rows.message
+    assert not runs.edits and "cg.per_example_gradients(loss_fn, model, x, y, weights=[w])" in (
+        runs.message)
+
+
+@pytest.mark.parametrize("imports, stack, unstack", [
+    ("from tensorflow.python.ops import array_ops_stack\n", "array_ops_stack.stack",
+     "array_ops_stack.unstack"),
+    ("from tensorflow.python.ops.array_ops_stack import stack, unstack\n", "stack", "unstack"),
+    ("from tensorflow.python.ops import array_ops\n", "array_ops.pack", "array_ops.unpack"),
+    ("import tensorflow.python.ops.array_ops as ops\n", "ops.stack", "ops.unstack"),
+], ids=["array_ops_stack", "imported-names", "pack-unpack", "array_ops-module"])
+def test_private_stack_and_unstack_are_found_as_the_public_ones(imports, stack, unstack):
+    """TensorFlow's private spellings of tf.stack / tf.unstack give the findings and
+    rewrites of the public ones (CG102 over unstacked rows, CG101 over a named unstack)."""
+    body = ("x = tf.placeholder(tf.float32, [4])\ny = tf.sin(x) * x\n"
+            "J = {stack}([tf.gradients(r, x)[0] for r in {unstack}(y)])\n"
+            "elements = {unstack}(y)\nrows = [tf.gradients(e, x)[0] for e in elements]\n"
+            "K = {stack}(rows)\n")
+    public = "import tensorflow.compat.v1 as tf\n" + body.format(stack="tf.stack",
+                                                                unstack="tf.unstack")
+    private = "import tensorflow.compat.v1 as tf\n" + imports + body.format(
+        stack=stack, unstack=unstack)
+    want = [(f.code, [e.text for e in f.edits]) for f in migrate.scan_text(public)]
+    got = [(f.code, [e.text for e in f.edits]) for f in migrate.scan_text(private)]
+    assert [code for code, _ in want] == ["CG102", "CG101"] and got == want
+
+
+def test_hvp_forms_say_what_to_write_and_why_they_are_not_rewritten():
+    text = (CORPUS / "hvp_double_gradients.py").read_text("utf-8")
+    found = migrate.scan_text(text)
+    assert {f.code for f in found} == {"CG112"}
+    assert [bool(f.edits) for f in found] == [True] * 4 + [False] * 4
+    reasons = [f.message.partition("(not rewritten: ")[2] for f in found[4:]]
+    assert reasons[0].startswith("deep_loss is not an expression of w and of placeholders")
+    assert "def loss_fn(w): ... return loss, then cg.hvp(loss_fn, w, v)" in reasons[0]
+    assert reasons[1].startswith("w * 2.0 is not provably independent of w")
+    assert reasons[2].startswith("scale is not provably of w's shape")
+    assert reasons[3].startswith("xs is a list of variables: cg.hvp(f, xs, vectors) takes it")
+    assert all("cg.hvp(f, w, v) takes the loss as a function f of the weights" in f.message
+               for f in found)
+
+
+def test_per_example_session_runs_are_reported_in_the_codes_names():
+    text = (CORPUS / "per_example_session_runs.py").read_text("utf-8")
+    found = migrate.scan_text(text)
+    assert [f.code for f in found] == ["CG113"] * 3 and not [f for f in found if f.edits]
+    first, listed, pair = found
+    assert first.message.startswith(
+        "per-example gradients by one sess.run per example (g fed x one example of data at a "
+        "time); use cg.per_example_gradients(loss_fn, model, x, y, weights=[w]) and run it "
+        "once over the whole batch ({x: data})")
+    assert "weights=[w, b]" in listed.message and "([loss, g] fed x" in pair.message
+    assert all("a loss without labels takes y=x and ignores y_true" in f.message
+               for f in found)
+    assert migrate.fix_text(text) == text
+
+
+def test_the_per_example_advice_gives_the_loops_gradients():
+    """CG113's docs example, run: cg.per_example_gradients with the model and the loss as
+    functions gives what the loop of one-example session runs gives."""
+    import tensorflow as tf
+
+    docs = rules.cg113_per_example_session_runs.DOCS
+    blocks = re.findall(r"\.\. code-block:: python\n\n((?:   .*\n|\n)+)", docs)
+    setup, advice = (textwrap.dedent(b) for b in blocks)
+    data = np.random.RandomState(0).rand(4, 3).astype(np.float32)
+    namespace = {"tf": tf.compat.v1, "cg": __import__("compat_grads"), "data": data}
+    with tf.Graph().as_default():
+        with tf.compat.v1.Session() as sess:
+            namespace["sess"] = sess
+            exec(setup.replace("per_example = [", "sess.run(tf.global_variables_initializer())"
+                               "\nper_example = ["), namespace)
+            loop = np.concatenate([row[None] for row in namespace["per_example"]])
+            exec(advice, namespace)
+    assert namespace["per_example"].shape == (4, 3)
+    np.testing.assert_allclose(namespace["per_example"], loop, rtol=1e-5, atol=1e-6)
+
+
+def test_a_jacobian_of_per_example_losses_names_per_example_gradients():
+    """TF Privacy's private pfor Jacobian of the per-example losses: CG107 names
+    per_example_gradients with the code's own names; another target keeps the Jacobian."""
+    text = ("from tensorflow.python.ops.parallel_for import gradients as pfor_gradients\n"
+            "def clipped(vector_loss, var_list, y, x):\n"
+            "    rows = pfor_gradients.jacobian(vector_loss, var_list)\n"
+            "    return rows, pfor_gradients.jacobian(y, x)\n")
+    _, losses, other = migrate.scan_text(text)
+    assert losses.code == other.code == "CG107"
+    assert ("use cg.per_example_gradients(loss_fn, model, x, y, weights=var_list) (the rows "
+            "of the Jacobian of vector_loss, one loss per example") in losses.message
+    assert "per_example_gradients" not in other.message
+    assert other.message.endswith("use cg.stacked_jacobian(y, x)")
+
+
+_WAVE = ("import tensorflow.compat.v1 as tf\nn, b = 4, 128\n"
+         "x = tf.placeholder(tf.float32, [b, 3 * n])\n"
+         "f = tf.expand_dims(tf.reduce_sum(tf.norm(tf.reshape(x, [b, n, 3]), axis=-1), 1), -1)\n"
+         "df = tf.gradients(f, x)[0]\n"
+         "lap = tf.reduce_sum(tf.map_fn(\n"
+         "    lambda i: tf.gradients(tf.expand_dims(df[..., i], -1), x)[0][..., i],\n"
+         "    tf.range(3 * n), dtype=tf.float32, back_prop=False), 0)\n")
+
+
+def test_the_laplacian_message_names_the_codes_tensors_and_back_prop():
+    """FermiNet's loop: the call to write in its own names, back_prop=False as
+    tf.stop_gradient, one gradient graph per dimension (df is taken once), and what --fix
+    writes where the shape of f is not proved."""
+    (found,) = migrate.scan_text(_WAVE)
+    assert found.code == "CG111" and found.edits
+    assert found.message.startswith(
+        "hand-built Laplacian: one tf.gradients graph per dimension in a tf.map_fn; use "
+        "tf.stop_gradient(cg.batch_laplacian(f, x)) (back_prop=False stops the gradients "
+        "through the tf.map_fn's result: tf.stop_gradient does that to the call); --fix "
+        "writes tf.stop_gradient(cg.batch_divergence(tf.gradients(f, x)[0], x))")
+    assert "tf.gradients differentiates the batch sum of f" in found.message
+    inline = _WAVE.replace("df[..., i]", "tf.gradients(f, x)[0][..., i]")
+    assert "two tf.gradients graphs per dimension" in migrate.scan_text(inline)[0].message

@@ -11,6 +11,13 @@ from collections.abc import Iterable
 
 _ROOTS = {"tensorflow": "tf", "tf": "tf", "keras": "tf.keras"}
 _PREFIXES = (("tf.compat.v1", "tf"), ("tf.compat.v2", "tf"), ("tf.python.keras", "tf.keras"))
+# TensorFlow's private spellings of public functions the row loops use: `array_ops_stack`
+# (TensorFlow 2.13 on), and `array_ops` with the pre-1.0 names `pack` / `unpack`, which
+# copied TF1 code keeps. They take the public functions' arguments.
+_PRIVATE = {f"tf.python.ops.{module}.{name}": f"tf.{public}"
+            for module, names in (("array_ops_stack", ("stack", "unstack")),
+                                  ("array_ops", ("stack", "unstack", "pack", "unpack")))
+            for name, public in zip(names, ("stack", "unstack") * 2)}
 # Calls that return one tensor: a name bound only to these is a tensor, not a list.
 _TENSOR_CALLS = frozenset(f"tf.{n}" for n in (
     "Variable constant placeholder get_variable convert_to_tensor zeros ones fill eye range "
@@ -42,7 +49,7 @@ def canonical(dotted: str) -> str | None:
     for prefix, replacement in _PREFIXES:
         if name == prefix or name.startswith(prefix + "."):
             name = replacement + name[len(prefix):]
-    return name
+    return _PRIVATE.get(name, name)
 
 
 class Names:

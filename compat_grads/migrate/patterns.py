@@ -80,17 +80,19 @@ def _full_slice(node: ast.expr) -> bool:
     return isinstance(node, ast.Slice) and node.lower is node.upper is node.step is None
 
 
-def index_rows(target: ast.expr, var: str, count: ast.expr | None, names: Names) -> Rows | None:
+def index_rows(target: ast.expr, var: str, count: ast.expr | None, names: Names,
+               proven: bool = False) -> Rows | None:
     """`y[i]` / `y[i, :]` (rows) or `y[:, i]` (columns) with `i` running over `range(count)`,
     for a `y` that is provably one tensor (a list's `.shape` or mixed-shape rows would break
-    the rewrite) and a `count` that may be evaluated twice. `tf.gather(y, i)` is `y[i]`."""
+    the rewrite; `proven`: the caller proved it) and a `count` that may be evaluated twice.
+    `tf.gather(y, i)` is `y[i]`."""
     if count is not None and not is_pure_count(count, names):
         return None
     array = gathered(target, var, names)
     if array is not None:  # a list too: the rewrite's reduce_sum stacks it as tf.gather does
         return Rows(array, 0, count) if is_pure(array, names) else None
     if not (isinstance(target, ast.Subscript) and is_pure(target.value, names)
-            and names.is_tensor(target.value)):
+            and (proven or names.is_tensor(target.value))):
         return None
     index = target.slice
     elts = index.elts if isinstance(index, ast.Tuple) else [index]
@@ -243,18 +245,30 @@ class Writer:
         segment = ast.get_source_segment(self.source, node)
         return f"({segment})" if "\n" in segment else segment
 
-    def rows(self, rows: Rows) -> str:
-        """An expression whose element i is the sum of row (or column) i of the array."""
+    def rows(self, rows: Rows, vector: bool = False) -> str:
+        """An expression whose element i is the sum of row (or column) i of the array: the
+        array itself when it is a `vector` (the shapes prove its rank 1), whose rows are
+        its elements."""
         array = self.text(rows.array)
         if rows.count is not None and not covers(rows.count, rows, self.names):
             count = self.text(rows.count)
             array = f"{array}[:{count}]" if rows.axis == 0 else f"{array}[:, :{count}]"
+        if vector and rows.axis == 0:
+            return array
         # tf.rank works for an unknown rank too (`.shape.ndims` would be None there), and
         # reduce_sum still infers the static shape where the rank is known.
         tf = self.tf
         axes = (f"{tf}.range(1, {tf}.rank({array}))" if rows.axis == 0
                 else f"{tf}.concat([[0], {tf}.range(2, {tf}.rank({array}))], 0)")
         return f"{tf}.reduce_sum({array}, axis={axes})"
+
+    def total(self, ys: ast.expr, value: ast.expr | None = None) -> str:
+        """The scalar whose gradient `tf.gradients(ys, x)` is: `ys` when it (or its `value`,
+        for a name) is a `tf.reduce_sum` or `tf.reduce_mean` over every axis, else its sum."""
+        value = ys if value is None else value
+        scalar = (isinstance(value, ast.Call) and self.names.qualname(value) in (
+            "tf.reduce_sum", "tf.reduce_mean") and len(value.args) == 1 and not value.keywords)
+        return self.text(ys) if scalar else f"{self.tf}.reduce_sum({self.text(ys)})"
 
     def source_of(self, grad: Grad) -> str | None:
         """The one source `tf.gradients(ys, xs)[k]` differentiates with respect to."""

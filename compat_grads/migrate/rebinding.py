@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ast
 
-from compat_grads.migrate import scopes
+from compat_grads.migrate import scopes, shapes
 from compat_grads.migrate.context import Context
 
 
@@ -20,6 +20,27 @@ def binder(ctx: Context, at: ast.AST, name: str) -> ast.AST | None:
             return node
         node = ctx.parents.get(id(node))
     return None
+
+
+def value_at(ctx: Context, at: ast.AST, name: str) -> ast.expr | None:
+    """The value `name` means at `at`: that of the one plain assignment of the scope that
+    binds it there."""
+    scope = binder(ctx, at, name)
+    return scopes.assigned_value(scope, name) if scope is not None else None
+
+
+def definer(ctx: Context, at: ast.AST) -> shapes.Define:
+    """What `shapes` reads a name or attribute by: its one value where `at` reads it."""
+    def define(node: ast.expr) -> ast.expr | None:
+        if isinstance(node, ast.Name):
+            return value_at(ctx, at, node.id)
+        return shapes.definition(ctx.tree, node)
+    return define
+
+
+def rank_at(ctx: Context, node: ast.expr, at: ast.AST) -> int | None:
+    """The rank of `node`, read at `at`, when the source proves it."""
+    return shapes.rank(ctx.tree, node, ctx.names, definer(ctx, at))
 
 
 def same_objects(ctx: Context, nodes: tuple[ast.expr, ...], first: ast.stmt | None,

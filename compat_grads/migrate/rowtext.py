@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 
 from compat_grads.migrate import patterns as pt
+from compat_grads.migrate import rebinding, shapes
 from compat_grads.migrate.context import Context, column, expand_dims_zero, names_in, reshape_flat
 from compat_grads.migrate.findings import Edit
 
@@ -78,13 +79,63 @@ def jacobian_text(ctx: Context, element: ast.expr, var: str, iterable: ast.expr,
     if grad is None or not grad.clean:
         return None
     count = pt.range_count(iterable, ctx.names, tf_range=kind == "tf.range")
+    if var in names_in(grad.xs):
+        return None
+    hessian = _hessian_text(ctx, grad, var, count, iterable) if expand is None and (
+        function == "stacked_jacobian") else None
+    if hessian is not None:
+        return hessian
     rows = (pt.index_rows(grad.ys, var, count, ctx.names) if count is not None
             else pt.unstack_rows(grad.ys, var, iterable, ctx.names))
     source = ctx.writer.source_of(grad) if rows else None
-    if source is None or var in names_in(grad.xs):
+    if source is None:
         return None
-    text = ctx.writer.call(function, ctx.writer.rows(rows), source)
-    return f"{ctx.writer.tf}.expand_dims({text}, axis=1)" if expand is not None else text
+    if expand is not None:
+        text = ctx.writer.call(function, ctx.writer.rows(rows), source)
+        return f"{ctx.writer.tf}.expand_dims({text}, axis=1)"
+    vector = rebinding.rank_at(ctx, rows.array, element) == 1
+    if vector and _spans(ctx, rows.count, rows.array, element):
+        rows = pt.Rows(rows.array, 0, None)
+    return ctx.writer.call(function, ctx.writer.rows(rows, vector), source)
+
+
+def _hessian_text(ctx: Context, grad: pt.Grad, var: str, count: ast.expr | None,
+                  iterable: ast.expr) -> str | None:
+    """`cg.hessian(loss, w)` (its first n rows, `[:n]`, for a loop over fewer) for rows of
+    `g = tf.gradients(loss, w)[0]` differentiated with respect to that `w`, a vector by the
+    shapes (a row of a matrix gradient is summed: no Hessian row), so `g` is one tensor of
+    `w`'s shape. A named `g` needs its `loss` and `w` to be the same tensors where the
+    rewrite reads them."""
+    at = grad.call
+    rows = (pt.index_rows(grad.ys, var, count, ctx.names, proven=True) if count is not None
+            else pt.unstack_rows(grad.ys, var, iterable, ctx.names))
+    array = rows.array if rows is not None and not rows.axis else None
+    value = rebinding.value_at(ctx, at, array.id) if isinstance(array, ast.Name) else array
+    inner = pt.indexed_grad(value, ctx.names) if value is not None else None
+    if inner is None or inner.index != 0 or not inner.clean or (
+            ast.dump(inner.xs) != ast.dump(grad.xs)) or rebinding.rank_at(ctx, grad.xs, at) != 1:
+        return None
+    if value is not array and not rebinding.same_objects(
+            ctx, (inner.ys, inner.xs), ctx.statement_of(value), ctx.statement_of(at)):
+        return None
+    w = ctx.writer
+    loss = inner.ys
+    scalar = rebinding.value_at(ctx, at, loss.id) if isinstance(loss, ast.Name) else loss
+    text = w.call("hessian", w.total(loss, scalar), w.text(grad.xs))
+    count = rows.count
+    if count is None or pt.covers(count, pt.Rows(array, 0, None), ctx.names) or _spans(
+            ctx, count, grad.xs, at):
+        return text
+    return f"{text}[:{w.text(count)}]"
+
+
+def _spans(ctx: Context, count: ast.expr | None, array: ast.expr, at: ast.AST) -> bool:
+    """Whether a loop over `range(count)` takes every row of `array`: `array.shape[0]` and
+    its spellings, or the very dimension its definition writes."""
+    if count is None or pt.covers(count, pt.Rows(array, 0, None), ctx.names):
+        return True
+    size = shapes.dims(ctx.tree, array, ctx.names, rebinding.definer(ctx, at), shapes.DEPTH)
+    return bool(size) and size[0] is not None and ast.dump(size[0]) == ast.dump(count)
 
 
 def _row_grad(ctx: Context, node: ast.expr) -> pt.Grad | None:

@@ -1,7 +1,8 @@
 """Per-dimension Laplacians the scanner reports but does not rewrite, each saying why: x of
 a rank the source does not prove, terms collected in a list, a loop count that is not
 range(n), tf.gradients with grad_ys, the loop variable read after the loop, a u computed
-anew for every dimension, a tf.map_fn with back_prop=False, a sum started from
+anew for every dimension, a tf.map_fn whose back_prop is a name (not a literal True or
+False), a sum started from
 tf.zeros_like(u) (a [b, 1] u would broadcast it against the [b] terms), a u that may be
 another tensor at the loop than where its first gradient was taken (the last of a list
 appended to in between), a scalar u (reduced without axis), and `lap = 0` sharing its line
@@ -36,8 +37,9 @@ last_column = x[:, j]
 lap_net = sum(  # expect: CG111
     tf.gradients(tf.gradients(tf.layers.dense(x, 1), x)[0][:, i], x)[0][:, i] for i in range(4))
 
+training = False
 frozen = tf.map_fn(lambda i: tf.gradients(g[:, i], x)[0][:, i], tf.range(4),  # expect: CG111
-                   dtype=tf.float32, back_prop=False)
+                   dtype=tf.float32, back_prop=training)
 
 ans = tf.zeros_like(u)
 for i in range(4):  # expect: CG111

@@ -17,12 +17,15 @@ from compat_grads.migrate.rules import (
                                         cg109_while_loop_jacobian,
                                         cg110_tape_gradient_loop,
                                         cg111_laplacian_loop,
+                                        cg112_double_gradients_hvp,
+                                        cg113_per_example_session_runs,
 )
 
 MODULES = (cg101_jacobian_loop, cg102_jacobian_stack, cg103_map_fn_gradients,
            cg104_tape_slice_source, cg105_hessians, cg106_double_gradients_jvp,
            cg107_private_gradients_import, cg108_keras_backend_gradients,
-           cg109_while_loop_jacobian, cg110_tape_gradient_loop, cg111_laplacian_loop)
+           cg109_while_loop_jacobian, cg110_tape_gradient_loop, cg111_laplacian_loop,
+           cg112_double_gradients_hvp, cg113_per_example_session_runs)
 RULES = tuple(module.RULE for module in MODULES)
 
 __all__ = ["MODULES", "RULES", "rst_lines"]

@@ -23,6 +23,30 @@ filters in the comprehension. Rows that take element ``i`` of column ``i``'s gra
 ``tf.stack([tf.gradients(y[:, i], x)[0][:, i] for i in range(d)])``, are the diagonal of a
 square Jacobian (a divergence's terms): reported only, with ``cg.batch_divergence(y, x)``
 as the advice for their sum.
+
+Where the shapes the source writes prove more, the call is shorter (here and in CG101
+and CG103): the rows of a vector need no row sums, and the rows of a gradient with
+respect to a vector of weights are the Hessian's:
+
+.. code-block:: python
+
+   x = tf.placeholder(tf.float32, [6])
+   y = tf.sin(x) * tf.reduce_sum(x ** 2)
+   J = tf.stack([tf.gradients(y[i], x)[0] for i in range(4)])
+   # --fix:
+   J = cg.stacked_jacobian(y[:4], x)
+
+   w = tf.Variable(tf.ones([3]))
+   g = tf.gradients(loss, w)[0]
+   H = array_ops_stack.stack([tf.gradients(r, w)[0] for r in array_ops_stack.unstack(g)])
+   # --fix:
+   H = cg.hessian(loss, w)
+
+``cg.hessian`` takes the first ``n`` rows, ``[:n]``, of a loop over ``range(n)`` short of
+them, and sums a ``loss`` that is not a ``tf.reduce_sum`` or ``tf.reduce_mean`` over every
+axis, as ``tf.gradients`` does. TensorFlow's private spellings of ``tf.stack`` and
+``tf.unstack`` (``array_ops_stack.stack`` / ``unstack``, and the pre-1.0
+``array_ops.pack`` / ``unpack``) are found as the public ones.
 """
 
 

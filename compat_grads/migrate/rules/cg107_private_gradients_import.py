@@ -17,7 +17,10 @@ Private modules change without notice (``jacobian`` returns ``None`` in eager mo
 ``batch_jacobian`` fails on an unknown batch size); use ``cg.stacked_jacobian`` /
 ``cg.batch_jacobian``. Calls through such a module (``pfor_gradients.jacobian(y, x)``,
 ``gradients_impl.hessians(loss, x)``) are reported too, each with its public
-replacement.
+replacement. A Jacobian of per-example losses, as TF Privacy takes it
+(``pfor_gradients.jacobian(vector_loss, var_list)``, a target whose name says it holds
+losses), is named as what it is: per-example gradients,
+``cg.per_example_gradients(loss_fn, model, x, y, weights=var_list)``.
 """
 
 PRIVATE = ("tensorflow.python.ops.parallel_for", "tensorflow.python.ops.gradients_impl")
@@ -31,6 +34,11 @@ REPLACEMENTS = {"jacobian": "cg.stacked_jacobian(y, x)",
                         "Jacobians",
                 "for_loop": "tf.map_fn or tf.while_loop",
                 "_hessian_vector_product": "cg.hvp(f, x, v)"}
+PER_EXAMPLE = ("cg.per_example_gradients(loss_fn, model, x, y, weights={weights}) (the rows "
+               "of the Jacobian of {losses}, one loss per example, are the per-example "
+               "gradients: write the model as a function of its input x and loss_fn(y_true, "
+               "y_pred) giving one loss per example), or cg.stacked_jacobian({losses}, "
+               "{weights})")
 _OTHERWISE = "the public compat_grads functions"
 _EAGER_NONE = " (its jacobian returns None in eager mode)"
 
@@ -42,9 +50,19 @@ def check(ctx: Context, node: ast.AST) -> list[Finding]:
     name = ctx.names.qualname(node) if isinstance(node, ast.Call) else None
     if name is None or not name.startswith(_CANONICAL):
         return []
-    advice = REPLACEMENTS.get(name.rpartition(".")[2], _OTHERWISE)
+    advice = _per_example(node, name) or REPLACEMENTS.get(name.rpartition(".")[2], _OTHERWISE)
     return [ctx.finding(node, RULE.code, RULE.message(
         "call", call=ast.get_source_segment(ctx.source, node.func), use=advice))]
+
+
+def _per_example(node: ast.Call, name: str) -> str | None:
+    """The advice for `jacobian(per_example_losses, var_list)` (TF Privacy's per-example
+    gradients): a target named for losses holds one loss per example, and the rows of its
+    Jacobian are their gradients."""
+    args = node.args if name.endswith(".jacobian") and len(node.args) >= 2 else []
+    if not args or "loss" not in ast.unparse(args[0]).lower():
+        return None
+    return PER_EXAMPLE.format(losses=ast.unparse(args[0]), weights=ast.unparse(args[1]))
 
 
 def _private_import(ctx: Context, node: ast.Import | ast.ImportFrom) -> list[Finding]:

@@ -1,7 +1,7 @@
 """CG111: the per-dimension Laplacian or Hessian diagonal of TF1 code (PINNs, quantum Monte
 Carlo kinetic energies, score matching): `tf.gradients(g[:, i], x)[0][:, i]` with
 `g = tf.gradients(u, x)[0]`, summed or stacked over `i` in a loop, a comprehension or a
-`tf.map_fn` over `tf.range(d)`: two gradient graphs per dimension."""
+`tf.map_fn` over `tf.range(d)`: one or two gradient graphs per dimension."""
 
 from __future__ import annotations
 
@@ -9,25 +9,37 @@ import ast
 import dataclasses
 
 from compat_grads.migrate import patterns as pt
-from compat_grads.migrate import rebinding, scopes, shapes
+from compat_grads.migrate import rebinding, samples, shapes
 from compat_grads.migrate.context import Context, reduce_sum_of, single_expression
 from compat_grads.migrate.findings import Edit, Finding, Rule
 from compat_grads.migrate.rules.cg101_jacobian_loop import leaks
 
 DOCS = """\
-One term per dimension ``i`` of ``x``, two gradient graphs each:
+One term per dimension ``i`` of ``x``, one gradient graph each (two where ``u_x`` is
+taken inside the loop):
 
 .. code-block:: python
 
+   x = tf.placeholder(tf.float32, [None, d])
+   w = tf.Variable(tf.ones([d, 16]))
+   u = tf.reduce_sum(tf.tanh(tf.matmul(x, w)), axis=1)  # [b], row by row
+   u_x = tf.gradients(u, x)[0]
+   lap = sum(tf.gradients(u_x[:, i], x)[0][:, i] for i in range(x.shape[1]))
+   # --fix:
+   lap = cg.batch_laplacian(u, x)
+
+   u = model(x)  # its shape and its rows not proved
    u_x = tf.gradients(u, x)[0]
    lap = sum(tf.gradients(u_x[:, i], x)[0][:, i] for i in range(x.shape[1]))
    # --fix:
    lap = cg.batch_divergence(tf.gradients(u, x)[0], x)
-
    u_xx = tf.stack([tf.gradients(u_x[:, i], x)[0][:, i] for i in range(d)], axis=1)
-   # --fix (x = tf.placeholder(tf.float32, [None, d])):
+   # --fix:
    u_xx = cg.batch_hessian_diagonal(tf.reduce_sum(u, axis=tf.range(1, tf.rank(u))), x,
                                     strategy="reverse")
+
+The message names the call in the code's own tensors (``cg.batch_laplacian(f, x)``), and
+says what ``--fix`` writes where that differs.
 
 Found as ``sum(...)`` of a generator or list, ``tf.add_n([...])``,
 ``tf.reduce_sum(tf.stack([...]), axis=0)``, ``lap = 0`` then ``for i in range(d): lap +=
@@ -56,6 +68,16 @@ For the Laplacian, ``cg.batch_laplacian(u, x)`` without ``strategy=``
 the forward Laplacian gives the same values for independent samples, faster, but other
 values when samples interact (batch norm in training mode, attention across the batch);
 ``independent=False`` gives each sample's own Laplacian then, which the loop never did.
+So ``--fix`` writes ``cg.batch_laplacian(u, x)`` (and ``cg.batch_hessian_diagonal(u, x)``
+without ``strategy=``) only where the source proves the samples independent and ``u`` one
+scalar per sample: ``u`` of shape ``[b]`` or ``[b, 1]`` by the shapes its definitions
+write, computed from ``x`` by ops that keep rows apart (elementwise functions, arithmetic
+with tensors that do not depend on ``x``, ``tf.matmul`` with such weights,
+``tf.layers.dense``, reductions, ``tf.expand_dims`` and ``tf.concat`` along other axes
+than the batch); elsewhere it writes the divergence of the loop's gradient and the
+diagonal with ``strategy="reverse"`` (of ``u`` summed per sample, where its shape is not
+proved). ``tf.map_fn(..., back_prop=False)`` stops the gradients through its result: the
+rewrite is wrapped in ``tf.stop_gradient(...)``, which does the same.
 
 ``--fix`` rewrites when it can prove the values are the same: ``x`` is of rank 2 (one
 definition of it in the module, ``tf.placeholder`` / ``tf.ones`` / ``tf.reshape`` with a
@@ -63,8 +85,8 @@ two-entry shape, or a ``tf.concat`` along axis 1 of such); the loop runs over
 ``range(n)`` (``tf.range(n)`` for ``tf.map_fn``) with ``n`` a plain expression, its
 variable not used after the loop; ``u``, ``x`` and ``n`` are plain expressions (names,
 attributes, indexing) that mean the same where the rewrite puts them; and ``tf.gradients``
-has no arguments that change its values (nor ``tf.map_fn`` ``back_prop=False``, which
-stops the gradients through its result). With ``u_x`` a name assigned before the loop,
+has no arguments that change its values (``tf.map_fn``'s ``back_prop`` is a literal
+``True`` or ``False``). With ``u_x`` a name assigned before the loop,
 ``u`` and ``x`` there must provably be the same tensors at the loop: a name or an
 attribute chain (an indexed ``outs[-1]`` may be another entry by then), its one store
 before that assignment and in no loop body the Laplacian's loop is not in, the assignment
@@ -96,18 +118,22 @@ WHY_NOT = {
     "shared": "a statement deleted by the rewrite shares its line with another statement",
     "index": "the loop variable is used after the loop",
     "map": ("the tf.map_fn has other arguments than dtype / fn_output_signature / name / "
-            "parallel_iterations / swap_memory / infer_shape (back_prop=False stops the "
-            "gradients through its result, which the rewrite would not)"),
+            "parallel_iterations / swap_memory / infer_shape / back_prop=True or False"),
 }
-ADVICE = {"laplacian": "cg.batch_laplacian(u, x)",
-          "diagonal": "cg.batch_hessian_diagonal(u, x)",
-          "rows": "tf.transpose(cg.batch_hessian_diagonal(u, x))"}
-NOTE = ("; tf.gradients differentiates the batch sum of u, so where samples interact the "
+ADVICE = {"laplacian": "cg.batch_laplacian({u}, {x})",
+          "diagonal": "cg.batch_hessian_diagonal({u}, {x})",
+          "rows": "tf.transpose(cg.batch_hessian_diagonal({u}, {x}))"}
+DIVERGENCE = (" (the loop's values, for any {u}: batch_laplacian takes {u} of shape [b] or "
+              "[b, 1] and gives the loop's values where samples are independent, which the "
+              "source does not prove)")
+STOPPED = (" (back_prop=False stops the gradients through the tf.map_fn's result: "
+           "tf.stop_gradient does that to the call)")
+NOTE = ("; tf.gradients differentiates the batch sum of {u}, so where samples interact the "
         "loop mixes them: strategy=\"reverse\" keeps the loop's values, independent=False "
         "gives each sample's own")
-# back_prop=False is left out: it stops gradients through the result, the rewrite would not.
+# back_prop (True, or False: then the rewrite stops the gradients through its result too).
 _MAP_KEYWORDS = frozenset({"dtype", "fn_output_signature", "name", "parallel_iterations",
-                           "swap_memory", "infer_shape"})
+                           "swap_memory", "infer_shape", "back_prop"})
 OWNED = "cg111"  # the memo of the gradient calls CG111 reported: CG102 and CG103 skip them
 
 
@@ -133,7 +159,7 @@ class Form:
     diagonal, dimension first), `node` the expression (or loop) replaced by `prefix` and the
     rewrite, `count` the loop's `n`, `delete` a statement that goes too (`lap = 0`, or
     `rows = tf.map_fn(...)` summed on the next line), `at` where the finding is (else
-    `node`)."""
+    `node`), `stopped` for a `tf.map_fn(..., back_prop=False)`."""
 
     kind: str
     what: str
@@ -143,6 +169,7 @@ class Form:
     delete: ast.stmt | None = None
     prefix: str = ""
     at: ast.AST | None = None
+    stopped: bool = False
 
 
 def owned(ctx: Context) -> set[int]:
@@ -156,19 +183,40 @@ def check(ctx: Context, node: ast.AST) -> list[Finding]:
     if term is None or id(node) in owned(ctx):
         return []
     form = _form(ctx, term)
-    if form is None or shapes.rank(ctx.tree, term.x, ctx.names, _define(ctx, term)) not in (
-            None, 2):
+    if form is None or rebinding.rank_at(ctx, term.x, term.node) not in (None, 2):
         return []  # of a rank-3 x, `[:, i]` is a slab: the terms are no Hessian diagonal
     owned(ctx).update(id(c) for c in term.calls)
     ctx.handled.update(id(c) for c in term.calls)
     why = form.why or _why_not(ctx, term, form)
     edits = () if why else _edits(ctx, term, form)
     texts = [e.text for e in edits if e.text]
-    use = texts[-1].removeprefix(form.prefix) if texts else ADVICE[form.kind]
+    use = _use(ctx, term, form, texts[-1].removeprefix(form.prefix) if texts else None)
     key = "laplacian" if form.kind == "laplacian" else "diagonal"
     why_text = f" (not rewritten: {WHY_NOT[why]})" if why else ""
+    graphs = "two tf.gradients graphs" if term.inline else "one tf.gradients graph"
     return [ctx.finding(form.at or form.node, RULE.code, RULE.message(
-        key, what=form.what, use=use, why=why_text), edits)]
+        key, what=form.what, use=use, why=why_text,
+        graphs=graphs, u=ast.unparse(term.u)), edits)]
+
+
+def _use(ctx: Context, term: Term, form: Form, fixed: str | None) -> str:
+    """What the message says to write: the rewrite, or the call in the code's own names,
+    and then what --fix writes instead (the divergence of the loop's gradient, where `u`
+    is not provably one scalar per sample)."""
+    stopped = STOPPED if form.stopped else ""
+    if fixed is not None and "batch_divergence" not in fixed:
+        return fixed + stopped
+    use = _advice(ctx, term, form) + stopped
+    return use if fixed is None else f"{use}; --fix writes {fixed}" + DIVERGENCE.format(
+        u=ast.unparse(term.u))
+
+
+def _advice(ctx: Context, term: Term, form: Form) -> str:
+    """The call to write, in the code's own names (`tf.stop_gradient` of it for a map
+    with back_prop=False)."""
+    text = ctx.writer.text if ctx.writer is not None else ast.unparse
+    advice = ADVICE[form.kind].format(u=text(term.u), x=text(term.x))
+    return f"tf.stop_gradient({advice})" if form.stopped else advice
 
 
 # -- the term --------------------------------------------------------------------------------
@@ -184,7 +232,7 @@ def term_of(ctx: Context, call: ast.Call) -> Term | None:
         return None
     inner, inline = pt.indexed_grad(ys.value, ctx.names), True
     if inner is None and isinstance(ys.value, ast.Name):
-        value = _assigned(ctx, call, ys.value.id)
+        value = rebinding.value_at(ctx, call, ys.value.id)
         inner, inline = (pt.indexed_grad(value, ctx.names) if value is not None else None,
                          False)
     if inner is None or inner.index != 0 or ast.dump(inner.xs) != ast.dump(outer.xs):
@@ -235,12 +283,6 @@ def _column_var(node: ast.Subscript) -> str | None:
     full = isinstance(lead, ast.Slice) and lead.lower is lead.upper is lead.step is None
     ellipsis = isinstance(lead, ast.Constant) and lead.value is Ellipsis
     return elts[1].id if full or ellipsis else None
-
-
-def _assigned(ctx: Context, at: ast.AST, name: str) -> ast.expr | None:
-    """The value `name` means at `at`: the one plain assignment of the scope binding it."""
-    scope = rebinding.binder(ctx, at, name)
-    return scopes.assigned_value(scope, name) if scope is not None else None
 
 
 # -- how the terms are collected -------------------------------------------------------------
@@ -377,11 +419,17 @@ def _mapped(ctx: Context, term: Term, fn: ast.Lambda) -> Form | None:
     if not (single_expression(fn) is term.node and len(fn.args.args) == 1):
         return Form("rows", "tf.map_fn", call, count, "form")
     why = "" if count is not None else "count"
-    if len(call.args) > 3 or {k.arg for k in call.keywords} - _MAP_KEYWORDS:
+    back_prop = next((k.value for k in call.keywords if k.arg == "back_prop"), None)
+    stopped = isinstance(back_prop, ast.Constant) and back_prop.value is False
+    if len(call.args) > 3 or {k.arg for k in call.keywords} - _MAP_KEYWORDS or not (
+            back_prop is None or isinstance(back_prop, ast.Constant)
+            and back_prop.value in (True, False)):
         why = "map"
     if _summed_rows(ctx, call):
-        return Form("laplacian", "tf.map_fn", ctx.parents.get(id(call)), count, why)
-    return _named_sum(ctx, call, Form("rows", "tf.map_fn", call, count, why))
+        return Form("laplacian", "tf.map_fn", ctx.parents.get(id(call)), count, why,
+                    stopped=stopped)
+    return _named_sum(ctx, call, Form("rows", "tf.map_fn", call, count, why,
+                                      stopped=stopped))
 
 
 # -- the rewrite -----------------------------------------------------------------------------
@@ -408,15 +456,7 @@ def _why_not(ctx: Context, term: Term, form: Form) -> str:
 
 def _matrix(ctx: Context, term: Term) -> shapes.Matrix | None:
     """What the module proves about `x`'s rank, its names read where the term reads them."""
-    return shapes.matrix(ctx.tree, term.x, ctx.names, _define(ctx, term))
-
-
-def _define(ctx: Context, term: Term) -> shapes.Define:
-    def define(node: ast.expr) -> ast.expr | None:
-        if isinstance(node, ast.Name):
-            return _assigned(ctx, term.node, node.id)
-        return shapes.definition(ctx.tree, node)
-    return define
+    return shapes.matrix(ctx.tree, term.x, ctx.names, rebinding.definer(ctx, term.node))
 
 
 _REDUCTIONS = frozenset(f"tf.reduce_{r}" for r in (
@@ -426,7 +466,7 @@ _REDUCTIONS = frozenset(f"tf.reduce_{r}" for r in (
 def _unbatched(ctx: Context, u: ast.expr) -> bool:
     """Whether `u` (or the one value its name or attribute is assigned) is a list or tuple
     of targets, or a reduction without axis or over axis 0: no batch axis first."""
-    value = (_assigned(ctx, u, u.id) if isinstance(u, ast.Name) else shapes.definition(
+    value = (rebinding.value_at(ctx, u, u.id) if isinstance(u, ast.Name) else shapes.definition(
         ctx.tree, u) if isinstance(u, ast.Attribute) else None)
     for node in (u, value):
         if isinstance(node, ast.List | ast.Tuple):
@@ -466,17 +506,34 @@ def _edits(ctx: Context, term: Term, form: Form) -> tuple[Edit, ...]:
     known = _matrix(ctx, term)
     whole = shapes.covers(ctx.tree, form.count, term.x, known, ctx.names)
     target = w.rows(pt.Rows(term.u, 0, None))
-    if form.kind == "laplacian" and whole:  # the divergence of the loop's own gradient
+    scalar = _per_sample_scalar(ctx, term)
+    rows = samples.Samples(ctx.tree, term.x, ctx.names, rebinding.definer(
+        ctx, term.u)).independent(term.u)
+    if form.kind == "laplacian" and whole and scalar and rows:
+        text = w.call("batch_laplacian", w.text(term.u), x)
+    elif form.kind == "laplacian" and whole:  # the divergence of the loop's own gradient
         text = w.call("batch_divergence", f"{w.tf}.gradients({w.text(term.u)}, {x})[0]", x)
     else:
-        text = w.call("batch_hessian_diagonal", target, x, 'strategy="reverse"')
+        strategy = () if rows else ('strategy="reverse"',)
+        text = w.call("batch_hessian_diagonal", w.text(term.u) if scalar else target, x,
+                      *strategy)
         text = text if whole else f"{text}[:, :{w.text(form.count)}]"
         if form.kind == "laplacian":
             text = f"{w.tf}.reduce_sum({text}, axis=1)"
         elif form.kind == "rows":
             text = f"{w.tf}.transpose({text})"
+    text = f"{w.tf}.stop_gradient({text})" if form.stopped else text
     deleted = (ctx.delete(form.delete),) if form.delete is not None else ()
     return (*deleted, ctx.replace(form.node, form.prefix + text))
+
+
+def _per_sample_scalar(ctx: Context, term: Term) -> bool:
+    """Whether `u` is provably of shape `[b]` or `[b, 1]`, the targets `batch_laplacian`
+    takes (the loop sums any other shape, which `batch_divergence` of its gradient does)."""
+    found = shapes.dims(ctx.tree, term.u, ctx.names, rebinding.definer(ctx, term.u),
+                        shapes.DEPTH)
+    return found is not None and (len(found) == 1 or len(found) == 2 and isinstance(
+        found[1], ast.Constant) and found[1].value == 1)
 
 
 RULE = Rule(
@@ -484,9 +541,9 @@ RULE = Rule(
     summary=("tf.gradients(tf.gradients(u, x)[0][:, i], x)[0][:, i] per dimension: a "
              "hand-built Laplacian or Hessian diagonal"),
     messages={
-        "laplacian": ("hand-built Laplacian: two tf.gradients graphs per dimension in a "
-                      "{what}; use {use}{why}" + NOTE),
-        "diagonal": ("hand-built Hessian diagonal: two tf.gradients graphs per dimension in "
-                     "a {what}; use {use}{why}" + NOTE),
+        "laplacian": ("hand-built Laplacian: {graphs} per dimension in a {what}; use "
+                      "{use}{why}" + NOTE),
+        "diagonal": ("hand-built Hessian diagonal: {graphs} per dimension in a {what}; use "
+                     "{use}{why}" + NOTE),
     },
     docs=DOCS, visits="rows", check=check, why_not=WHY_NOT)
