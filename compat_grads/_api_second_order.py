@@ -56,6 +56,7 @@ def hessian(target: Target, sources: Nest, *, strategy: Strategy = "auto",
       TypeError, ValueError: as `stacked_jacobian` (a Hessian larger than `max_bytes` too).
 
     Example:
+      >>> import tensorflow as tf
       >>> import compat_grads as cg
       >>> x = tf.constant([1.0, 2.0])
       >>> cg.hessian(lambda x: x[0] ** 2 * x[1], x).numpy()
@@ -125,6 +126,7 @@ def batch_hessian(target: Target, source: TensorLike, *, strategy: Strategy = "a
       TypeError: as `stacked_jacobian`.
 
     Example:
+      >>> import tensorflow as tf
       >>> import compat_grads as cg
       >>> xy = tf.constant([[-6.0, -3.0], [1.0, 8.0]])
       >>> f = lambda xy: 3 * xy[:, 0] ** 2 * xy[:, 1] + xy[:, 1] ** 2
@@ -171,6 +173,7 @@ def hvp(f, primals: Nest, vector: Nest, *, compile: bool = True,
       TypeError: when `vector` does not match `primals`.
 
     Example:
+      >>> import tensorflow as tf
       >>> import compat_grads as cg
       >>> x = tf.constant([1.0, 2.0])
       >>> cg.hvp(lambda x: x[0] ** 2 * x[1], x, tf.constant([1.0, 0.0])).numpy()

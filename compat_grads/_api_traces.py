@@ -72,6 +72,7 @@ def hessian_diagonal(target: Target, sources: Nest, *, method: Method = "exact",
         (a `tf.py_function`), as `hessian`.
 
     Example:
+      >>> import tensorflow as tf
       >>> import compat_grads as cg
       >>> x = tf.constant([1.0, 2.0])
       >>> cg.hessian_diagonal(lambda x: x[0] ** 3 * x[1] + x[1] ** 2, x).numpy()
@@ -130,6 +131,7 @@ def laplacian(target: Target, sources: Nest, *, method: Method = "exact",
       compat_grads.ModeError: for an eager tensor target.
 
     Example:
+      >>> import tensorflow as tf
       >>> import compat_grads as cg
       >>> x = tf.constant([1.0, 2.0, 3.0])
       >>> float(cg.laplacian(lambda x: tf.reduce_sum(x ** 3), x))  # 6 · (1 + 2 + 3)
@@ -199,6 +201,7 @@ def batch_hessian_diagonal(target: Target, source: Nest, *, method: Method = "ex
       compat_grads.ModeError: for an eager tensor target.
 
     Example:
+      >>> import tensorflow as tf
       >>> import compat_grads as cg
       >>> xy = tf.constant([[-6.0, -3.0], [1.0, 8.0]])
       >>> f = lambda xy: 3 * xy[:, 0] ** 2 * xy[:, 1] + xy[:, 1] ** 2
@@ -266,6 +269,7 @@ def batch_laplacian(target: Target, source: Nest, *, method: Method = "exact",
       compat_grads.ModeError: for an eager tensor target.
 
     Example:
+      >>> import tensorflow as tf
       >>> import compat_grads as cg
       >>> xy = tf.constant([[-6.0, -3.0], [1.0, 8.0]])
       >>> f = lambda xy: 3 * xy[:, 0] ** 2 * xy[:, 1] + xy[:, 1] ** 2
@@ -326,6 +330,7 @@ def divergence(target: Target, source: TensorLike, *, tape: tf.GradientTape | No
       compat_grads.ModeError: for an eager tensor target without its tape.
 
     Example:
+      >>> import tensorflow as tf
       >>> import compat_grads as cg
       >>> x = tf.constant([1.0, 2.0])
       >>> float(cg.divergence(lambda x: tf.stack([x[0] * x[1], x[1] ** 2]), x))  # 2 + 4
@@ -388,6 +393,7 @@ def batch_divergence(target: Target, source: TensorLike, *,
       compat_grads.ModeError: for an eager tensor target without its tape.
 
     Example:
+      >>> import tensorflow as tf
       >>> import compat_grads as cg
       >>> x = tf.constant([[1.0, 2.0], [3.0, 4.0]])
       >>> cg.batch_divergence(lambda x: x ** 2, x).numpy()  # 2 x0 + 2 x1

@@ -73,6 +73,7 @@ def stacked_jacobian(target: Target, sources: Nest, *, tape: tf.GradientTape | N
         callable, which then runs again for each row, with a `VectorizationWarning`).
 
     Example:
+      >>> import tensorflow as tf
       >>> import compat_grads as cg
       >>> x = tf.constant([1.0, 2.0])
       >>> cg.stacked_jacobian(lambda x: tf.stack([x[0] * x[1], x[1] ** 2]), x).numpy()
@@ -123,6 +124,7 @@ def per_element_gradients(target: Target, sources: Nest, *,
         forward-mode product), e.g. through a TF1 `tf.while_loop`.
 
     Example:
+      >>> import tensorflow as tf
       >>> import compat_grads as cg
       >>> x = tf.constant(2.0)
       >>> cg.per_element_gradients(lambda x: tf.stack([x ** 2, x ** 3]), x).numpy()
@@ -194,6 +196,7 @@ def batch_jacobian(target: Target, source: TensorLike, *,
       TypeError, compat_grads.ModeError: as `stacked_jacobian`.
 
     Example:
+      >>> import tensorflow as tf
       >>> import compat_grads as cg
       >>> x = tf.constant([[1.0, 2.0], [3.0, 4.0]])
       >>> cg.batch_jacobian(lambda x: x ** 2, x).shape
@@ -274,6 +277,7 @@ def per_example_gradients(loss_fn, model, x, y, *, weights: Nest = None,
       compat_grads.ModeError: for a Keras 3 model in a TF1 graph.
 
     Example (per-example clipping, as in DP-SGD):
+      >>> import tensorflow as tf
       >>> import compat_grads as cg
       >>> tf.keras.utils.set_random_seed(0)
       >>> model = tf.keras.Sequential([tf.keras.layers.Dense(1, input_shape=(3,))])
@@ -329,6 +333,7 @@ def jvp(f, primals: Nest, tangents: Nest, *, compile: bool = True, jit_compile: 
         double-VJP trick), e.g. through a TF1 `tf.while_loop`.
 
     Example:
+      >>> import tensorflow as tf
       >>> import compat_grads as cg
       >>> out, tangent = cg.jvp(lambda x: x ** 2, tf.constant([1.0, 3.0]),
       ...                       tf.constant([1.0, 0.0]))
@@ -367,6 +372,7 @@ def vjp(f, primals: Nest, cotangents: Nest, *, compile: bool = True,
       TypeError / ValueError: when `f` is not callable or `cotangents` does not match.
 
     Example:
+      >>> import tensorflow as tf
       >>> import compat_grads as cg
       >>> out, grads = cg.vjp(lambda x: x ** 2, tf.constant([1.0, 3.0]),
       ...                     tf.constant([1.0, 1.0]))

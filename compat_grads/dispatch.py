@@ -33,6 +33,7 @@ def execution_mode() -> Mode:
       inside a `tf.Graph().as_default()` block in TF2.
 
     Example:
+      >>> import tensorflow as tf
       >>> import compat_grads as cg
       >>> cg.execution_mode()
       'eager'

@@ -38,3 +38,26 @@ def test_eager_results_are_eager_tensors():
     out = cg.stacked_jacobian(lambda x: x ** 3, x)
     assert isinstance(out, tf.Tensor) and hasattr(out, "numpy")
     np.testing.assert_allclose(out, np.diag([3.0, 12.0]))
+
+
+def test_nested_tapes_give_the_hessians_row_sums_as_the_traps_page_says():
+    """docs/traps.rst: `tape2.gradient(df, xy)` of the inner gradient is each sample's
+    Hessian row sums; the page's numbers are this run's."""
+    import pathlib
+    import re
+
+    xy = tf.constant([[-6.0, -3.0], [1.0, 8.0]])
+    with tf.GradientTape() as tape2:
+        tape2.watch(xy)
+        with tf.GradientTape() as tape1:
+            tape1.watch(xy)
+            f = 3 * xy[:, 0] ** 2 * xy[:, 1] + xy[:, 1] ** 2
+        df = tape1.gradient(f, xy)
+    row_sums = tape2.gradient(df, xy).numpy()[0]
+    hessian = cg.batch_hessian(lambda v: 3 * v[:, 0] ** 2 * v[:, 1] + v[:, 1] ** 2, xy)[0]
+    page = " ".join((pathlib.Path(__file__).resolve().parents[1] / "docs" / "traps.rst"
+                     ).read_text().split())
+    said = re.search(r"that is ``\[(.*?)\]``, where the Hessian is ``(\[\[.*?\]\])``", page)
+    np.testing.assert_array_equal(row_sums, [float(v) for v in said.group(1).split(",")])
+    np.testing.assert_array_equal(hessian, eval(said.group(2)))  # noqa: S307 - our page
+    np.testing.assert_array_equal(row_sums, np.sum(hessian, 1))

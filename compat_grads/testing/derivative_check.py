@@ -92,6 +92,15 @@ def check_derivatives(f: Callable, primals, *, order: int = 1,
         are not float arrays; order not 1 or 2; unknown names. A route that fails is a
         failing row, not an exception.
       compat_grads.ModeError: when called from a graph: the checks run from TF2 code.
+
+    Example:
+      >>> import numpy as np
+      >>> import tensorflow as tf
+      >>> import compat_grads as cg
+      >>> report = cg.check_derivatives(lambda x: tf.sin(x) * x, np.array([0.5, 1.0]),
+      ...                               functions="stacked_jacobian", modes="eager")
+      >>> report.ok
+      True
     """
     if not runs_eagerly():
         raise ModeError(message(
