@@ -51,3 +51,13 @@ def test_python_m_compat_grads_is_the_same_command():
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0
     assert done.stdout.strip() == f"compat-grads {compat_grads.__version__}"
+
+
+def test_the_installed_package_says_who_made_it_and_what_it_is():
+    """`pip show compat_grads` shows an author and a summary (a home page once published)."""
+    from importlib import metadata
+
+    meta = metadata.metadata("compat_grads")
+    assert meta["Author"] == "The compat_grads maintainers"
+    assert "TF1 graph mode and TF2 eager mode" in meta["Summary"]
+    assert "jacobian" in meta["Keywords"]
