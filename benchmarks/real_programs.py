@@ -13,15 +13,35 @@ DIR holds one folder per program, each with a `manifest.json`:
 
 For each program the harness copies the folder twice into a work directory, scans one copy
 (`compat-grads scan --format json`), fixes the other (`--fix`), runs both in subprocesses
-(`--repeats` times, interleaved, the order alternating), compares every output array
-(bit-identical, max abs and max rel difference) and prints a markdown table. The copies, the
-fix diffs and every run's output stay in the work directory. Nothing is downloaded and no
-program is shipped here: it runs whatever DIR holds.
+(`--repeats` times, interleaved, the order alternating; the original at least twice), compares
+every output array (bit-identical, max abs and max rel difference) and prints a markdown table.
+
+The outputs column reads:
+
+- `unchanged`: `--fix` rewrote nothing, so there is nothing to compare; never a failure
+  (`unchanged (not deterministic)` when the original's own runs differ).
+- `identical` / `close`: the fixed program's arrays equal the original's, or lie within
+  rtol/atol. A one-ulp spread (`perturbed_env`) adds `(rounding-level)` or `(> 10x spread)`.
+- `not deterministic; after within its spread`: the original's own runs differ, and the fixed
+  program's arrays lie inside their envelope (elementwise min..max of the original runs) widened
+  by their run-to-run spread (the largest difference between two original runs). Not a failure.
+  `not deterministic; after outside its spread` is, unless the arrays are also within
+  rtol/atol (`close (not deterministic; after outside its spread)`).
+- `DIFFERENT`, `fixed CRASHES`, `original crashes`: failures.
+
+Each time ratio (fixed / original: median build + run from timings.json, and median wall time)
+comes with its noise band: the smallest and largest ratio between two runs of the same code
+(two runs of the original, or two of the fixed program), so a ratio inside the band is noise.
+
+The exit status is 0 when every program is unchanged, identical, close or within its spread.
+The copies, the fix diffs and every run's output stay in the work directory. Nothing is
+downloaded and no program is shipped here: it runs whatever DIR holds.
 """
 
 import argparse
 import dataclasses
 import importlib.util
+import itertools
 import json
 import os
 import pathlib
@@ -37,8 +57,10 @@ import numpy as np
 ENV_DEFAULTS = {"TF_CPP_MIN_LOG_LEVEL": "3", "TF_ENABLE_ONEDNN_OPTS": "0",
                 "PYTHONHASHSEED": "0", "TF_USE_LEGACY_KERAS": "1"}
 COLUMNS = ("program", "findings", "fixable", "fixed", "outputs", "max abs", "max rel",
-           "1-ulp spread", "build before/after s", "run before/after s", "ratio (build+run)",
-           "wall before s", "wall after s", "wall ratio")
+           "run-to-run spread", "1-ulp spread", "build before/after s", "run before/after s",
+           "ratio (build+run)", "noise band (build+run)", "wall before s", "wall after s",
+           "wall ratio", "wall noise band")
+PASSING = ("unchanged", "identical", "close", "not deterministic; after within")
 
 
 @dataclasses.dataclass
@@ -61,10 +83,13 @@ class Row:
     max_abs: float | None = None
     max_rel: float | None = None
     spread: float | None = None
+    run_spread: float | None = None
     before: list = dataclasses.field(default_factory=list)
     after: list = dataclasses.field(default_factory=list)
     build: tuple = (None, None)
     run: tuple = (None, None)
+    same_code: list = dataclasses.field(default_factory=list)
+    same_code_wall: list = dataclasses.field(default_factory=list)
     errors: list = dataclasses.field(default_factory=list)
 
     @property
@@ -80,6 +105,26 @@ class Row:
         if not (self.before and self.after):
             return None
         return statistics.median(self.after) / statistics.median(self.before)
+
+    @property
+    def noise(self) -> tuple | None:
+        """(min, max) ratio of build + run between two runs of the same code."""
+        return _band(self.same_code)
+
+    @property
+    def wall_noise(self) -> tuple | None:
+        """(min, max) ratio of wall time between two runs of the same code."""
+        return _band(self.same_code_wall)
+
+    @property
+    def passed(self) -> bool:
+        return self.outputs.startswith(PASSING)
+
+
+def _band(groups: list) -> tuple | None:
+    """Smallest and largest ratio between two values of one group (one group per code)."""
+    ratios = [a / b for values in groups for a, b in itertools.permutations(values, 2) if b > 0]
+    return (min(ratios), max(ratios)) if ratios else None
 
 
 def _environment() -> dict:
@@ -156,16 +201,58 @@ def _difference(a: dict, b: dict) -> tuple[bool, float, float]:
     return identical, worst_abs, worst_rel
 
 
-def _verdict(row: Row, first: Run, second: Run, manifest: dict) -> None:
-    identical, row.max_abs, row.max_rel = _difference(first.arrays, second.arrays)
-    if identical:
+def _close(first: dict, second: dict, manifest: dict) -> bool:
+    return first.keys() == second.keys() and all(
+        np.allclose(first[k], second[k], rtol=manifest.get("rtol", 1e-5),
+                    atol=manifest.get("atol", 1e-6), equal_nan=True) for k in first)
+
+
+def _run_spread(originals: list[Run]) -> float:
+    """The largest max abs difference between two runs of the original (0: deterministic)."""
+    return max((_difference(a.arrays, b.arrays)[1]
+                for a, b in itertools.combinations(originals, 2)), default=0.0)
+
+
+def _numbers_of_one_shape(arrays: list) -> bool:
+    return all(a is not None and np.issubdtype(np.asarray(a).dtype, np.number)
+               for a in arrays) and len({np.shape(a) for a in arrays}) == 1
+
+
+def _within_spread(originals: list[Run], fixed: Run, spread: float) -> bool:
+    """Every fixed array inside the originals' elementwise envelope, widened by `spread`
+    (an array that is not numbers, or not of one shape in every run, must equal one run's)."""
+    for key, value in fixed.arrays.items():
+        runs = [r.arrays.get(key) for r in originals]
+        if any(_difference({key: value}, {key: run})[0] for run in runs if run is not None):
+            continue
+        if not _numbers_of_one_shape(runs + [value]):
+            return False
+        stack = np.stack([np.asarray(run, np.float64) for run in runs])
+        value = np.asarray(value, np.float64)
+        outside = np.maximum(stack.min(0) - value, value - stack.max(0))
+        if value.size and not np.all(np.where(np.isnan(value), np.isnan(stack).any(0),
+                                              outside <= spread)):
+            return False
+    return fixed.arrays.keys() == originals[0].arrays.keys()
+
+
+def _verdict(row: Row, originals: list[Run], fixed: Run, manifest: dict) -> None:
+    """The outputs cell: unchanged, identical, close, within the original's spread, DIFFERENT."""
+    first = originals[0]
+    identical, row.max_abs, row.max_rel = _difference(first.arrays, fixed.arrays)
+    row.run_spread = _run_spread(originals)
+    if row.fixed == 0:
+        row.outputs = "unchanged (not deterministic)" if row.run_spread else "unchanged"
+    elif row.run_spread > 0:
+        within = _within_spread(originals, fixed, row.run_spread)
+        row.outputs = f"not deterministic; after {'within' if within else 'outside'} its spread"
+        if not within and _close(first.arrays, fixed.arrays, manifest):
+            row.outputs = f"close ({row.outputs})"
+    elif identical:
         row.outputs = "identical"
-        return
-    close = all(np.allclose(first.arrays[k], second.arrays[k], rtol=manifest.get("rtol", 1e-5),
-                            atol=manifest.get("atol", 1e-6), equal_nan=True)
-                for k in first.arrays) if first.arrays.keys() == second.arrays.keys() else False
-    row.outputs = "close" if close else "DIFFERENT"
-    if row.spread is not None:
+    else:
+        row.outputs = "close" if _close(first.arrays, fixed.arrays, manifest) else "DIFFERENT"
+    if row.spread is not None and row.outputs in ("close", "DIFFERENT"):
         row.outputs += " (rounding-level)" if row.max_abs <= 10 * row.spread else " (> 10x spread)"
 
 
@@ -186,11 +273,14 @@ def _scan_and_fix(row: Row, original: pathlib.Path, fixed: pathlib.Path) -> None
 
 
 def _interleaved(copies: dict, manifest: dict, repeats: int) -> dict:
-    """`repeats` runs of each copy, alternating which goes first (drift hits both)."""
+    """`repeats` runs of each copy (the original at least two, to see whether it is
+    deterministic), alternating which goes first (drift hits both)."""
+    wanted = {name: max(2, repeats) if name == "original" else repeats for name in copies}
     runs = {name: [] for name in copies}
-    for k in range(repeats):
+    for k in range(max(wanted.values())):
         for name in list(copies) if k % 2 == 0 else list(copies)[::-1]:
-            runs[name].append(_run(copies[name], manifest))
+            if len(runs[name]) < wanted[name]:
+                runs[name].append(_run(copies[name], manifest))
     for name, folder in copies.items():
         (folder.parent / f"{name}.log").write_text(runs[name][0].log)
     return runs
@@ -208,6 +298,9 @@ def _record(row: Row, runs: dict) -> dict:
     row.after = [r.seconds for r in good["fixed"]]
     row.build = (_timings(good["original"], "build"), _timings(good["fixed"], "build"))
     row.run = (_timings(good["original"], "run"), _timings(good["fixed"], "run"))
+    row.same_code = [[r.timings["build"] + r.timings["run"] for r in done
+                      if {"build", "run"} <= r.timings.keys()] for done in good.values()]
+    row.same_code_wall = [[r.seconds for r in done] for done in good.values()]
     return good
 
 
@@ -221,23 +314,29 @@ def check_program(folder: pathlib.Path, work: pathlib.Path, repeats: int) -> Row
     _scan_and_fix(row, copies["original"], copies["fixed"])
     good = _record(row, _interleaved(copies, manifest, repeats))
     if not (good["original"] and good["fixed"]):
-        row.outputs = "fixed CRASHES" if good["original"] else "original crashes"
+        crashed = "fixed CRASHES" if good["original"] else "original crashes"
+        row.outputs = "unchanged (runs fail: see below)" if row.fixed == 0 else crashed
         return row
     first = good["original"][0]
-    if any(not _difference(first.arrays, r.arrays)[0] for r in good["original"][1:]):
-        row.errors.append("the original is not deterministic: two of its runs differ")
     if manifest.get("perturbed_env"):
         probe = work / folder.name / "perturbed"
         shutil.rmtree(probe, ignore_errors=True)
         shutil.copytree(folder, probe, ignore=shutil.ignore_patterns("__pycache__"))
         moved = _run(probe, manifest, manifest["perturbed_env"])
         row.spread = _difference(first.arrays, moved.arrays)[1] if moved.ok else None
-    _verdict(row, first, good["fixed"][0], manifest)
+    _verdict(row, good["original"], good["fixed"][0], manifest)
+    if row.run_spread:
+        row.errors.append(f"the original is not deterministic: its {len(good['original'])} runs"
+                          f" differ by up to {row.run_spread:.3g} (max abs)")
     return row
 
 
 def _number(value, spec=".2f") -> str:
     return "-" if value is None else format(value, spec)
+
+
+def _range(band: tuple | None) -> str:
+    return "-" if band is None else f"{band[0]:.2f}–{band[1]:.2f}"
 
 
 def markdown(rows: list[Row]) -> str:
@@ -246,10 +345,11 @@ def markdown(rows: list[Row]) -> str:
         before = statistics.median(r.before) if r.before else None
         after = statistics.median(r.after) if r.after else None
         cells = (r.program, r.findings, r.fixable, r.fixed, r.outputs, _number(r.max_abs, ".3g"),
-                 _number(r.max_rel, ".3g"), _number(r.spread, ".3g"),
-                 f"{_number(r.build[0])} / {_number(r.build[1])}",
+                 _number(r.max_rel, ".3g"), _number(r.run_spread, ".3g"),
+                 _number(r.spread, ".3g"), f"{_number(r.build[0])} / {_number(r.build[1])}",
                  f"{_number(r.run[0])} / {_number(r.run[1])}", _number(r.ratio),
-                 _number(before), _number(after), _number(r.wall_ratio))
+                 _range(r.noise), _number(before), _number(after), _number(r.wall_ratio),
+                 _range(r.wall_noise))
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     notes = [f"- {r.program}: {e}" for r in rows for e in r.errors]
     notes += [f"- {r.program}: left after --fix: {', '.join(r.remaining)}"
@@ -278,10 +378,10 @@ def main(argv=None) -> int:
     print(markdown(rows))
     print(f"\ncopies, diffs and logs: {work}")
     if args.json:
-        args.json.write_text(json.dumps([dataclasses.asdict(r) | {"ratio": r.ratio,
-                                                                 "wall_ratio": r.wall_ratio}
-                                         for r in rows], indent=1))
-    return 0 if all(r.outputs.startswith(("identical", "close")) for r in rows) else 1
+        args.json.write_text(json.dumps([dataclasses.asdict(r) | {
+            "ratio": r.ratio, "wall_ratio": r.wall_ratio, "noise": r.noise,
+            "wall_noise": r.wall_noise, "passed": r.passed} for r in rows], indent=1))
+    return 0 if all(r.passed for r in rows) else 1
 
 
 if __name__ == "__main__":

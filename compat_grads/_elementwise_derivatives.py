@@ -50,6 +50,12 @@ GRADIENTS = {
     "Relu6Grad": (0, 1, lambda f: tf.cast((f > 0) & (f < 6), f.dtype), None),
     "EluGrad": (0, 1, lambda o: tf.where(o > 0, tf.ones_like(o), o + 1),
                 lambda o: tf.cast(o <= 0, o.dtype)),
+    # of y = sqrt(a), rsqrt(a), 1 / a: functions of y (their first input), as TensorFlow
+    # writes them: dy · 0.5 / y, dy · -0.5 y³, dy · -y²
+    "SqrtGrad": (1, 0, lambda y: 0.5 / y, lambda y: -0.5 / (y * y)),
+    "RsqrtGrad": (1, 0, lambda y: -0.5 * y * y * y, lambda y: -1.5 * y * y),
+    "ReciprocalGrad": (1, 0, lambda y: -y * y, lambda y: -2 * y),
+    "InvGrad": (1, 0, lambda y: -y * y, lambda y: -2 * y),
 }
 
 

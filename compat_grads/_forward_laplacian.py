@@ -16,6 +16,8 @@ from __future__ import annotations
 import functools
 import operator
 
+import numpy as np
+
 from compat_grads import _graph_walk
 from compat_grads._elementwise_derivatives import (
     DERIVATIVES,
@@ -38,9 +40,11 @@ from compat_grads._linear_jets import (
     reduction,
     shift,
     size_of,
+    split,
     squeeze,
     static,
     strided_slice,
+    strided_slice_grad,
     transpose,
     unsupported,
     value_of,
@@ -52,8 +56,10 @@ from compat_grads._tf import tf
 __all__ = ["WALKS", "Unsupported", "ops_with_rules", "propagate", "reduced_tangents",
            "tangents"]
 
-# Ops whose outputs are constants to tf.gradients (no gradient flows through them).
-_CONSTANT = frozenset({"StopGradient", "PreventGradient", "ZerosLike", "OnesLike"})
+# Ops whose outputs are constants to tf.gradients (no gradient flows through them), and the
+# piecewise-constant ones (derivative zero wherever it exists, as tf.gradients gives it).
+_CONSTANT = frozenset({"StopGradient", "PreventGradient", "ZerosLike", "OnesLike", "Sign",
+                       "Floor", "Ceil", "Round", "Rint"})
 
 
 @tf.autograph.experimental.do_not_convert
@@ -469,6 +475,32 @@ def _joined(join):
     return rule
 
 
+def _extremum(walk, op, jets):
+    """Max and Min: linear in the selected elements (ties share, as in tf.gradients); the
+    selection is a constant."""
+    x, y = op.inputs[0], op.outputs[0]
+    axis, keep = static(op, op.inputs[1]), op.get_attr("keep_dims")
+    axes = (np.atleast_1d(axis) % rank_of(x)).tolist()
+    chosen = tf.cast(tf.equal(x, y if keep else tf.reshape(y, _kept_shape(x, axes))), x.dtype)
+    share = chosen / tf.reduce_sum(chosen, axes, keepdims=True)
+    return walk.linear(jets[0], x, lambda v, s: tf.reduce_sum(
+        v * share, shift(np.asarray(axes), s).tolist(), keepdims=keep))
+
+
+def _kept_shape(x, axes):
+    shape = tf.shape(x)
+    return tf.tensor_scatter_nd_update(shape, [[a] for a in axes], tf.ones(len(axes),
+                                                                           shape.dtype))
+
+
+def _split(walk, op, jets):
+    value, fn = split(op)
+    J, S = walk.linear(jets[1 if op.type == "Split" else 0], value, lambda x, s: x)
+    parts = [fn(J, True), None if S is None else fn(S, not walk.summed)]
+    return [(parts[0][i], None if parts[1] is None else parts[1][i])
+            for i in range(len(op.outputs))]
+
+
 def _unpack(walk, op, jets):
     axis, count = op.get_attr("axis"), op.get_attr("num")
     parts = [None if x is None else tf.unstack(x, count, int(shift(axis, s)))
@@ -499,12 +531,16 @@ _RULES = {
     "Slice": _linear(lambda op: lambda x, s: tf.slice(
         x, with_first(0, op.inputs[1], s), with_first(-1, op.inputs[2], s))),
     "Tile": _linear(lambda op: lambda x, s: tf.tile(x, with_first(1, op.inputs[1], s))),
-    "StridedSlice": _linear(strided_slice), "Sum": _linear(reduction(tf.reduce_sum)),
+    "StridedSlice": _linear(strided_slice),
+    "StridedSliceGrad": lambda walk, op, jets: walk.linear(jets[4], op.inputs[4],
+                                                           strided_slice_grad(op)),
+    "Sum": _linear(reduction(tf.reduce_sum)),
     "Mean": _linear(reduction(tf.reduce_mean)), "ExpandDims": _linear(expand_dims),
     "Squeeze": _linear(squeeze), "Transpose": _linear(transpose),
     "GatherV2": _linear(gather), "GatherNd": _linear(gather_nd),
     **MATRIX_RULES,
     "ConcatV2": _joined(tf.concat), "Pack": _joined(tf.stack), "Unpack": _unpack,
+    "Split": _split, "SplitV": _split, "Max": _extremum, "Min": _extremum,
 }
 
 

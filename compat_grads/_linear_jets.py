@@ -46,8 +46,58 @@ def shift(axis, shifted):
     return np.where(axis >= 0, axis + 1, axis) if shifted else axis
 
 
-def static(op, tensor):
+# Integer arithmetic a gradient builds on constants (an einsum's reduction axes, for one),
+# which tf.get_static_value does not fold.
+_ARITHMETIC = {"Add": np.add, "AddV2": np.add, "Sub": np.subtract, "Mul": np.multiply,
+               "FloorMod": np.mod, "FloorDiv": np.floor_divide, "Neg": np.negative,
+               "Maximum": np.maximum, "Minimum": np.minimum}
+
+
+def _constant_value(tensor, depth=0):
     value = tf.get_static_value(tensor)
+    kind = tensor.op.type
+    if value is not None or depth > 8 or kind not in (*_ARITHMETIC, "BroadcastGradientArgs",
+                                                       "StridedSlice"):
+        return value
+    args = [_constant_value(t, depth + 1) for t in tensor.op.inputs]
+    if any(a is None for a in args):
+        return None
+    if kind == "BroadcastGradientArgs":
+        value = _reduction_indices(*args)[tensor.value_index]
+    elif kind == "StridedSlice":
+        value = _sliced_vector(tensor.op, *args)
+        if value is None:
+            return None
+    else:
+        value = _ARITHMETIC[kind](*args)
+    return np.asarray(value, tensor.dtype.as_numpy_dtype)
+
+
+def _sliced_vector(op, vector, begin, end, strides):
+    """A strided slice of a known vector (a shape's part), or None for any other form."""
+    masks = _slice_masks(op, False)
+    if np.ndim(vector) != 1 or len(begin) != 1 or masks["ellipsis_mask"] or masks[
+            "new_axis_mask"]:
+        return None
+    if masks["shrink_axis_mask"] & 1:
+        return vector[int(begin[0])]
+    start = None if masks["begin_mask"] & 1 else int(begin[0])
+    stop = None if masks["end_mask"] & 1 else int(end[0])
+    return vector[start:stop:int(strides[0])]
+
+
+def _reduction_indices(first, second):
+    """BroadcastGradientArgs of two known shapes: the axes each operand's gradient sums
+    over (those where it is 1, or absent, in a broadcast that changed the shape)."""
+    rank = max(len(first), len(second))
+    a, b = ([1] * (rank - len(s)) + list(s) for s in (first, second))
+    if a == b:
+        return [], []
+    return [i for i in range(rank) if a[i] == 1], [i for i in range(rank) if b[i] == 1]
+
+
+def static(op, tensor):
+    value = _constant_value(tensor)
     if value is None:
         raise unsupported(f"{named(op)} with the non-constant input '{tensor.name}'")
     return value
@@ -57,7 +107,7 @@ def folded(tensor):
     """`tensor`'s value where it is known statically, else `tensor`: a rule built inside a
     loop (the forward Laplacian's chunks) reads it through the loop's Enter otherwise,
     where TensorFlow no longer sees the constant and loses the result's shape."""
-    value = tf.get_static_value(tensor)
+    value = _constant_value(tensor)
     return tensor if value is None else tf.constant(value, tensor.dtype)
 
 
@@ -72,17 +122,35 @@ def n_then(x, shape, shifted):
     return tf.concat([tf.shape(x, out_type=shape.dtype)[:1], shape], 0) if shifted else shape
 
 
-def strided_slice(op):
-    begin, end, strides = (folded(t) for t in op.inputs[1:])
+def _slice_masks(op, shifted):
+    """A strided slice's masks, for the value with a leading n axis when `shifted` (taken
+    whole: its bit set in the begin and end masks)."""
     masks = {name: op.get_attr(name) for name in (
         "begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")}
+    if not shifted:
+        return masks
+    return {k: (v << 1) | (k in ("begin_mask", "end_mask")) for k, v in masks.items()}
+
+
+def strided_slice(op):
+    begin, end, strides = (folded(t) for t in op.inputs[1:])
 
     def fn(x, s):
-        if not s:
-            return tf.strided_slice(x, begin, end, strides, **masks)
-        shifted = {k: (v << 1) | (k in ("begin_mask", "end_mask")) for k, v in masks.items()}
         return tf.strided_slice(x, with_first(0, begin, s), with_first(0, end, s),
-                                with_first(1, strides, s), **shifted)
+                                with_first(1, strides, s), **_slice_masks(op, s))
+    return fn
+
+
+def strided_slice_grad(op):
+    """StridedSliceGrad (a slice's gradient: dy written into zeros of the value's shape),
+    linear in dy, its input 4."""
+    shape, begin, end, strides = (folded(t) for t in op.inputs[:4])
+
+    def fn(x, s):
+        return tf.raw_ops.StridedSliceGrad(
+            shape=n_then(x, shape, s), begin=with_first(0, begin, s),
+            end=with_first(0, end, s), strides=with_first(1, strides, s), dy=x,
+            **_slice_masks(op, s))
     return fn
 
 
@@ -109,7 +177,10 @@ def squeeze(op):
 
 
 def transpose(op):
-    perm = np.asarray(static(op, op.inputs[1])) % rank_of(op.inputs[0])
+    given = op.inputs[1]  # a transpose's gradient inverts its permutation in the graph
+    inverted = given.op.type == "InvertPermutation" and tf.get_static_value(given) is None
+    perm = (np.argsort(static(op, given.op.inputs[0])) if inverted
+            else np.asarray(static(op, given))) % rank_of(op.inputs[0])
     return lambda x, s: tf.transpose(x, [0] + (perm + 1).tolist() if s else perm.tolist())
 
 
@@ -159,3 +230,15 @@ def read_of(handle):
 def inert(dtype) -> bool:
     """Values no derivative flows through."""
     return dtype.is_integer or dtype.is_bool or dtype == tf.string
+
+
+def split(op):
+    """tf.split (Split: axis first; SplitV: sizes and axis after the value): the jet split
+    as the value is, along the same axis (after the n axis)."""
+    value = op.inputs[1] if op.type == "Split" else op.inputs[0]
+    axis = int(static(op, op.inputs[0] if op.type == "Split" else op.inputs[2]))
+    axis = axis % rank_of(value)
+    sizes = [tf.compat.dimension_value(t.shape[axis]) for t in op.outputs]
+    if None in sizes:
+        raise unsupported(f"{named(op)} into parts of unknown size")
+    return value, lambda x, s: tf.split(x, sizes, axis=axis + 1 if s else axis)

@@ -1,6 +1,6 @@
 """The forward Laplacian's rules for matrix functions (`compat_grads._forward_laplacian`):
 log-determinants, determinants, inverses and solves, the ops a wavefunction's Slater
-determinant and a Gaussian's log-likelihood run.
+determinant and a Gaussian's log-likelihood run, and the contractions of `tf.einsum`.
 
 Each rule works on the op's input matrices A (`[..., m, m]`) with their jets J (`[n] +
 A.shape`: the derivative along each of n directions) and S (the second derivative, summed
@@ -11,7 +11,9 @@ not n). As TensorFlow's own gradients of these ops, they need A invertible.
 
 from __future__ import annotations
 
-from compat_grads._linear_jets import rank_of
+import string
+
+from compat_grads._linear_jets import named, rank_of, unsupported
 from compat_grads._tf import tf
 
 
@@ -94,5 +96,41 @@ def _minus(a, b):
     return a if b is None else -b if a is None else a - b
 
 
+def einsum(walk, op, jets):
+    """tf.einsum of one operand (linear) or two (bilinear: J = J_a b + a J_b, S = S_a b +
+    a S_b + 2 Σ_k J_a,k J_b,k): the same contraction, an operand's directions on a letter of
+    their own, kept first in the result."""
+    equation = op.get_attr("equation")
+    equation = equation.decode() if isinstance(equation, bytes) else equation
+    if "->" not in equation or len(op.inputs) > 2:
+        raise unsupported(f"{named(op)} with an implicit output or more than two operands")
+    letters, output = equation.replace(" ", "").split("->")
+    letter = next(c for c in string.ascii_letters if c not in equation)
+
+    def contract(*operands):  # (tensor, carries the n axis)
+        if any(x is None for x, _ in operands):
+            return None
+        subscripts = [(letter if n else "") + sub
+                      for (_, n), sub in zip(operands, letters.split(","))]
+        out = (letter if any(n for _, n in operands) else "") + output
+        return tf.einsum(f"{','.join(subscripts)}->{out}", *(x for x, _ in operands))
+    own = not walk.summed
+    pairs = [_matrix_jet(walk, jet, x) for jet, x in zip(jets, op.inputs)]
+    if len(op.inputs) == 1:
+        (J, S), = pairs
+        return contract((J, True)), contract((S, own))
+    (a, b), ((Ja, Sa), (Jb, Sb)) = op.inputs, pairs
+    J = _plus(contract((Ja, True), (b, False)), contract((a, False), (Jb, True)))
+    if not walk.second:
+        return J, None
+    both = contract((Ja, True), (Jb, True))
+    S = _plus(contract((Sa, own), (b, False)), contract((a, False), (Sb, own)))
+    return J, _plus(S, None if both is None else 2 * walk.cross(both))
+
+
+def _plus(a, b):
+    return b if a is None else a if b is None else a + b
+
+
 RULES = {"LogMatrixDeterminant": log_determinant, "MatrixDeterminant": determinant,
-         "MatrixInverse": inverse, "MatrixSolve": solve}
+         "MatrixInverse": inverse, "MatrixSolve": solve, "Einsum": einsum}

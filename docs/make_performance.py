@@ -480,10 +480,36 @@ def _traces_section(traces) -> list:
     return lines
 
 
-def page(report: dict, meta: dict, routes=None, traces=None, second_order=None) -> str:
+def _first_run_section(first) -> list:
+    """The first-run workload (`compat_grads.bench.first_run`): `compat-grads check` in a
+    fresh process, each run's wall and CPU time."""
+    from compat_grads.bench import first_run
+
+    if not first:
+        return []
+    return [
+        "First run: ``compat-grads check``", "---------------------------------", "",
+        f"A new user's first command, ``{first['command']}`` (the quick check), each run in a",
+        "fresh process, once the machine is quiet: TensorFlow's import, the TF1 process's",
+        "start and the check. *CPU s* is the user + system time of all its processes (other",
+        "processes' load changes it less than the wall time); *others* is the CPU time other",
+        "processes took meanwhile: a run is *quiet* when they used under "
+        f"{first_run.QUIET:.0%} of the",
+        "cores, and a run that was not is repeated; *load* is the load average when the run",
+        f"started, on {first['cores']} cores.", "",
+        *_table(("run", "wall s", "CPU s", "others CPU s", "quiet", "load"),
+                [(k, f"{r['wall_s']:.1f}", f"{r['cpu_s']:.1f}", f"{r['others_cpu_s']:.1f}",
+                  "yes" if r["quiet"] else "no", f"{r['load']:.2f}")
+                 for k, r in enumerate(first["runs"], 1)]),
+    ]
+
+
+def page(report: dict, meta: dict, routes=None, traces=None, second_order=None,
+         first_run=None) -> str:
     """The reStructuredText of the Performance page for a bench report and its run (and
-    the measurements of the routes, `python -m compat_grads.bench.routes` and
-    `python -m compat_grads.bench.second_order_rows`)."""
+    the measurements of the routes, `python -m compat_grads.bench.routes`,
+    `python -m compat_grads.bench.second_order_rows` and, when measured alone,
+    `python -m compat_grads.bench.first_run --json docs/_static/bench/first_run.json`)."""
     size = "quick (tiny sizes, ``--quick``)" if report["quick"] else "full"
     jax = f"JAX {meta['jax']}" if meta.get("jax") else "no JAX (its columns are absent)"
     lines = [
@@ -511,6 +537,7 @@ def page(report: dict, meta: dict, routes=None, traces=None, second_order=None) 
         "  :download:`bench.json <_static/bench/bench.json>`.", "",
         *_side_by_side(report),
         *_yardstick_section(report),
+        *_first_run_section(first_run or report.get("first_run")),
         "TF2 workloads", "-------------", "",
         *_tf2_sections(report["measures"]),
         "TF1 graph: build and run", "------------------------", "",
@@ -613,7 +640,8 @@ def main(argv=None) -> int:
         run(args.quick)
     report = json.loads((OUT / "bench.json").read_text("utf-8"))
     meta = json.loads((OUT / "run.json").read_text("utf-8"))
-    measured = (OUT / name for name in ("routes.json", "traces.json", "second_order_rows.json"))
+    measured = (OUT / name for name in ("routes.json", "traces.json", "second_order_rows.json",
+                                        "first_run.json"))
     PAGE.write_text(page(report, meta, *(json.loads(path.read_text("utf-8"))
                                          if path.exists() else None
                                          for path in measured)), "utf-8")

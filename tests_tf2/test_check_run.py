@@ -20,7 +20,8 @@ import numpy as np
 import pytest
 
 from compat_grads import _progress, cli
-from compat_grads.testing import check_command, matrix, models, routes
+from compat_grads.bench import first_run
+from compat_grads.testing import check_command, matrix, models, modes, routes
 from compat_grads.testing.process import first_error_line
 
 NATIVE_LOG = re.compile(r"^([IWEF]\d{4} |WARNING: All log messages before absl)|oneDNN|"
@@ -73,6 +74,43 @@ def test_quick_check_is_a_fixed_rule_in_matrix_order():
     # cheapest first: a function's strategies come from the smallest case that has them
     assert "scalar_stack-stacked_jacobian-loop" in {i.id for i in quick}
     assert "matmul_column-stacked_jacobian-loop" not in {i.id for i in quick}
+
+
+def _modes_met(chosen, plan):
+    """(function, mode) for every route each item runs on with a value to hold to the
+    oracle (not an expected error)."""
+    return {(item.function, route.split(".")[0]) for item in chosen
+            for route in plan[item.id] if not item.expected_error(route)}
+
+
+def test_quick_check_runs_every_function_in_every_mode_on_one_tf2_route_per_item():
+    quick = matrix.quick(matrix.items())
+    plan = matrix.check_plan(quick, routes.TF1_ROUTES + routes.TF2_ROUTES)
+    assert _modes_met(quick, plan) == {(f, m) for f in matrix.FUNCTIONS for m in modes.MODES}
+    per_function = {f: sum(i.function == f for i in quick) for f in matrix.FUNCTIONS}
+    for item in quick:
+        tf1 = [r for r in plan[item.id] if r.startswith("tf1.")]
+        assert tf1 == ["tf1.tensor" if item.applies("tf1.tensor") else "tf1.callable"]
+        tf2 = len(plan[item.id]) - 1
+        assert tf2 == (1 if per_function[item.function] >= 3 else 3), (item.id, plan[item.id])
+    # every TF2 route still runs, the modes by turns
+    assert {r for rs in plan.values() for r in rs} >= set(routes.TF2_ROUTES)
+    runs = [r.split(".")[0] for rs in plan.values() for r in rs if not r.startswith("tf1.")]
+    assert max(map(runs.count, ("v1_graph", "function", "eager"))) < 1.3 * min(
+        map(runs.count, ("v1_graph", "function", "eager")))
+
+
+def test_the_quick_check_fits_30_s_of_two_cores_with_every_function_in_every_mode():
+    """Issue 47: about 30 s on a quiet 2-core machine, start-up included. The CPU time of
+    all its processes (which others' load changes less than the wall time) fits 30 s of
+    two cores; it took 178 s when every item ran on every route in three processes."""
+    times, report = first_run.time_check()
+    assert report["summary"].startswith(f"{len(report['rows'])} of {len(report['rows'])} "
+                                        "rows agree"), report["summary"]
+    assert times["cpu_s"] <= 2 * first_run.GOAL_S, times
+    ran = {(item["function"], route.split(".")[0]) for item in report["items"]
+           for route in item["routes"]}
+    assert ran >= {(f, m) for f in matrix.FUNCTIONS for m in modes.MODES}
 
 
 def test_quick_check_narrows_with_a_pattern():

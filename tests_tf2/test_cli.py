@@ -18,7 +18,9 @@ def test_check_json_all_agree(capsys):
         "hessian (flat)", "jvp", "vjp"}
     assert all(row["verdict"] == "ok" for row in report["rows"])
     item = next(i for i in report["items"] if i["id"] == "scalar_stack-stacked_jacobian-loop")
-    assert "tf1.tensor" in item["routes"] and "eager.callable" in item["routes"]
+    assert item["routes"][0] == "tf1.tensor" and len(item["routes"]) == 2  # and one TF2 route
+    assert {(i["function"], r.split(".")[0]) for i in report["items"] for r in i["routes"]} == {
+        (i["function"], mode) for i in report["items"] for mode in modes.MODES}
     assert item["shapes"] == ["(2,)"]
     assert item["oracle_error"] < 1e-6
     assert len(report["tensorflow_distributions"]) == 1

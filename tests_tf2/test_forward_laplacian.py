@@ -269,6 +269,14 @@ MATRIX = {
                                        [[0, 1], [3, 2], [4, 0]]),
 }
 LINEAR.update(MATRIX)
+LINEAR.update({  # the ops of a TF1 FermiNet's log-amplitude (and of their gradients)
+    "Split_SplitV_Max_Min": lambda x: tf.split(tf.sin(x), [1, 2], axis=1)[1] * tf.reduce_max(
+        x ** 2, 1, keepdims=True) + tf.reduce_min(tf.exp(x), 1)[:, None] + tf.split(
+        x * x, 3, axis=-1)[0],
+    "Einsum": lambda x: tf.einsum("bi,bj->bij", tf.sin(x), x) + tf.einsum(
+        "...i,ij->...j", x * x, C33)[:, :, None],
+    "Sign_Floor": lambda x: tf.sign(x) * x ** 3 + tf.floor(x) * tf.sin(x),
+})
 
 # The same function for the oracle where TensorFlow has no second derivative of the op.
 OVERTWICE = {"Softsign": lambda x: x / (1 + tf.abs(x))}
@@ -377,7 +385,14 @@ def test_the_default_chunk_keeps_the_largest_tangent_small():
 
 
 ACTIVATIONS = {"TanhGrad": tf.tanh, "SigmoidGrad": tf.sigmoid, "ReluGrad": tf.nn.relu,
-               "Relu6Grad": lambda a: tf.nn.relu6(3 * a), "EluGrad": tf.nn.elu}
+               "Relu6Grad": lambda a: tf.nn.relu6(3 * a), "EluGrad": tf.nn.elu,
+               "SqrtGrad": lambda a: tf.sqrt(1 + a * a),
+               "RsqrtGrad": lambda a: tf.math.rsqrt(1 + a * a),
+               "ReciprocalGrad": lambda a: tf.math.reciprocal(2 + tf.sin(a)),
+               "StridedSliceGrad": lambda a: tf.concat([tf.tanh(a)[:, 1:], a[:, :1] ** 2], 1),
+               # its gradient sums over the broadcast axes: BroadcastGradientArgs folded
+               "Einsum": lambda a: tf.einsum("...i,...i->...i", tf.tanh(a)[:, None, :],
+                                             tf.sin(a[0]))[:, 0, :]}
 
 
 @pytest.mark.parametrize("name", sorted(ACTIVATIONS))
@@ -403,6 +418,24 @@ def test_a_gradient_walks_through_the_activations_gradient_ops(name, batched):
     assert_close(run(tf.constant(values[0])).numpy(), want(tf.constant(values[0])).numpy())
 
 
+def test_a_transposes_gradient_inverts_its_permutation_in_the_graph():
+    """In a v1 graph, a transpose's gradient permutes by InvertPermutation of the
+    permutation, an op the walk reads through."""
+    values = _values([[5, 3]])
+
+    def gradient(x):
+        y = tf.transpose(tf.tanh(tf.transpose(x[:, :, None] * C33, [2, 0, 1])), [1, 2, 0])
+        return tf.gradients(tf.reduce_sum(y ** 2), x)[0]
+    with tf.Graph().as_default():
+        x = tf.compat.v1.placeholder(tf.float64, [5, 3])
+        g = gradient(x)
+        assert "InvertPermutation" in {op.type for op in g.graph.get_operations()}
+        got, want = fl.tangents(g, x, batched=True), jacobian_oracle_graph(gradient, x, True)
+        with tf.compat.v1.Session() as session:
+            got, want = session.run([got, want], {x: values[0]})
+    assert_close(got, want)
+
+
 def jacobian_oracle_graph(f, x, batched):
     """`jacobian_oracle` inside a graph (a gradient op needs one): [n] + y.shape."""
     with tf.GradientTape() as tape:
@@ -421,3 +454,22 @@ def test_the_gradient_ops_have_no_second_order_rule():
     with pytest.raises(fl.Unsupported, match="TanhGrad"):
         run(tf.constant(_values([[5, 3]])[0]))
     assert "TanhGrad" not in fl.ops_with_rules()
+
+
+@pytest.mark.parametrize("first,second", [([1, 3, 1], [1, 1, 1]), ([4, 3, 5], [5]),
+                                          ([3, 1], [1, 4]), ([2, 1], [2, 1]), ([1], [1]),
+                                          ([5, 1, 3], [5, 3]), ([], [2, 2])])
+def test_shapes_a_gradient_computes_are_read_as_tensorflow_computes_them(first, second):
+    """The axes a broadcast's gradient sums over (BroadcastGradientArgs of known shapes, and
+    slices of them), which the rules read where tf.get_static_value does not fold them."""
+    from compat_grads import _linear_jets
+
+    with tf.Graph().as_default():
+        shapes = [tf.constant(s, tf.int32, shape=[len(s)]) for s in (first, second)]
+        parts = tf.raw_ops.BroadcastGradientArgs(s0=shapes[0], s1=shapes[1])
+        sliced = tf.strided_slice(tf.concat(shapes, 0), [1], [0], [1], end_mask=1)
+        with tf.compat.v1.Session() as session:
+            want = session.run([*parts, sliced])
+        got = [_linear_jets._constant_value(t) for t in (*parts, sliced)]
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)

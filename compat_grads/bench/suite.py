@@ -8,7 +8,7 @@ import json
 import os
 import sys
 
-from compat_grads.bench import timing, workloads
+from compat_grads.bench import first_run, timing, workloads
 
 FULL = {"tall": (4000, 500), "wide": (100, 5000), "square": 256, "batch": (128, 32),
         "hessians": [(1024, 8), (1024, 32)], "tf1_sizes": [200, 500, 1000, 2000, 4000],
@@ -60,10 +60,18 @@ def cnn_yardstick(ratios) -> tuple:
     return vectorized, vectorized / shared, 1 / shared
 
 
+FIRST_RUNS = 3
+"""How many times the full suite times `compat-grads check` (`first_run`): a new user's
+first command, the quick check in a fresh process, each run once the machine is quiet."""
+
+
 def run(quick=False, out_dir="bench-results", plot=True, log=print) -> dict:
     """Runs the suite; returns the report (also written to `out_dir/bench.json`)."""
     sizes = QUICK if quick else FULL
     repeats = sizes["repeats"]
+    first = (first_run.run(1, first_run.QUICK_ARGS, wait_s=0, attempts=1) if quick else
+             first_run.run(FIRST_RUNS))
+    log(f"... the first run: {first['command']}")
     measures = []
     steps = [
         lambda: workloads.matrix_jacobian(f"tall {sizes['tall'][0]}x{sizes['tall'][1]}",
@@ -99,7 +107,7 @@ def run(quick=False, out_dir="bench-results", plot=True, log=print) -> dict:
     log("... a Jacobian bigger than memory all at once")
     report = {"measures": [dataclasses.asdict(m) for m in measures], "tf1_graph": tf1,
               "tf1_cnn": tf1_cnn, "memory": memory, "bigger": bigger, "quick": quick,
-              "onednn": onednn["kernels"]}
+              "onednn": onednn["kernels"], "first_run": first}
     report["targets"] = targets(report)
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "bench.json"), "w") as handle:
@@ -203,6 +211,12 @@ def targets(report) -> list:
         if chunked:
             add(f"chunk_size peak memory / result size ({what})", chunked[0]["ratio"],
                 1.5, at_least=False)
+    first = report.get("first_run")
+    if first and not report.get("quick"):
+        quiet = sum(r["quiet"] for r in first["runs"]) or len(first["runs"])
+        add(f"first run: {first['command']} wall s, slowest of {quiet} quiet runs "
+            f"({first['cores']} cores)", first["max_wall_s"], first_run.GOAL_S,
+            at_least=False)
     bigger = report.get("bigger")
     if bigger and not report.get("quick"):
         add("bigger than memory: all-at-once estimate / machine memory (must exceed 1)",
@@ -267,6 +281,8 @@ def markdown(report) -> str:
               f"{r.get('malloc', 'default')} | {r['result_mb']:.0f} | {r['peak_delta_mb']:.0f} "
               f"| {r['ratio']:.2f} |" for r in report["memory"]]
     lines += _bigger_lines(report.get("bigger"))
+    if report.get("first_run"):
+        lines += ["", first_run.markdown(report["first_run"])]
     lines += ["", "| target | measured | goal | met |", "|---|---|---|---|"]
     lines += [f"| {t['target']} | {t['measured']:.2f} | {t['goal']:.2f} | "
               f"{'yes' if t['met'] else 'NO'} |" for t in report["targets"]]

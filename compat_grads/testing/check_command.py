@@ -21,8 +21,8 @@ from compat_grads import _progress
 
 HEADER = ("case", "function", "shape", "max |route diff|", "max err vs oracle", "verdict")
 
-QUICK_DOC = ("every case, function, route, strategy, unconnected mode, chunk_size and "
-             "independent=False at least once")
+QUICK_DOC = ("every case, strategy, unconnected mode, chunk_size and independent=False at "
+             "least once, every function in every mode")
 """The quick check's rule in a line, for `compat-grads check --help`."""
 
 
@@ -56,9 +56,10 @@ class _Kind:
     items: Callable  # pattern -> items
     quick: Callable  # items -> the quick check's items
     rule: str
-    tf1_worker: dict  # process.WorkerProcess options for the TF1 side
-    tf2_worker: dict  # ... for a second process on the TF2 side
-    run_here: Callable  # item -> what the TF2 routes gave
+    plan: Callable  # (items, full) -> {item id: its routes}, or None: every route
+    tf1_worker: Callable  # plan -> process.WorkerProcess options for the TF1 side
+    tf2_worker: Callable  # plan -> ... for a second process on the TF2 side
+    run_here: Callable  # (item, plan) -> what the TF2 routes gave
     record: Callable  # (item, run_here's result, TF1 result) -> record
 
 
@@ -69,19 +70,43 @@ def _matrix_kind(bitwise) -> _Kind:
         from compat_grads.testing import tolerances
 
         tolerances.pin_runtime_for_bitwise()
-    return _Kind("matrix", matrix.items, matrix.quick, matrix.QUICK_RULE,
-                 _matrix_worker(routes.TF1_ROUTES, bitwise),
-                 {**_matrix_worker(routes.TF2_ROUTES, bitwise), "tf2": True},
-                 lambda item: checks.run_routes(item, routes.TF2_ROUTES),
+    return _Kind("matrix", matrix.items, matrix.quick, matrix.QUICK_RULE, _matrix_plan,
+                 lambda plan: _matrix_worker(routes.TF1_ROUTES, plan, bitwise),
+                 lambda plan: {**_matrix_worker(routes.TF2_ROUTES, plan, bitwise), "tf2": True},
+                 lambda item, plan: checks.run_routes(
+                     item, _planned(routes.TF2_ROUTES, plan, item.id)),
                  lambda item, here, tf1: _record(item, *checks.judge(
                      item, {**here, **tf1}, modes.route(modes.TF1, "tensor"), bitwise)))
 
 
-def _matrix_worker(routes, bitwise) -> dict:
+def _matrix_plan(items, full):
+    """The quick check runs each item on the TF1 graph and in one TF2 mode by turns
+    (`matrix.check_plan`); `--full` runs every route."""
+    from compat_grads.testing import matrix, routes
+
+    return None if full else matrix.check_plan(items, routes.TF1_ROUTES + routes.TF2_ROUTES)
+
+
+def _planned(routes, plan, item_id) -> tuple:
+    """The routes of `routes` that `plan` gives the item `item_id` (all with no plan)."""
+    return tuple(routes) if plan is None else tuple(r for r in routes if r in plan[item_id])
+
+
+def _matrix_worker(routes, plan, bitwise) -> dict:
+    side = None if plan is None else {i: _planned(routes, plan, i) for i in plan}
+    return {"work": functools.partial(planned_work, tuple(routes), side, bitwise),
+            "label": ", ".join(routes)}
+
+
+def planned_work(routes, plan, bitwise=False):
+    """A worker process's `work` (`checks.matrix_work`) that runs each item on its routes
+    in `plan` ({item id: routes}; every one of `routes` with None)."""
     from compat_grads.testing import checks
 
-    return {"work": functools.partial(checks.matrix_work, routes, bitwise),
-            "label": ", ".join(routes)}
+    by_id, run = checks.matrix_work(routes, bitwise)
+    if plan is None:
+        return by_id, run
+    return by_id, lambda item: checks.run_routes(item, plan[item.id])
 
 
 def _models_kind() -> _Kind:
@@ -90,9 +115,11 @@ def _models_kind() -> _Kind:
 
     keras2()  # fails here, with the fix, when this release's Keras 2 is not installed
     return _Kind("model", models.items, models.quick, models.QUICK_RULE,
-                 {"work": models.model_work, "label": models.WORKER_LABEL},
-                 {"work": functools.partial(models.model_work, True),
-                  "label": models.WORKER_LABEL, "tf2": True}, models.evaluate,
+                 lambda items, full: None,
+                 lambda plan: {"work": models.model_work, "label": models.WORKER_LABEL},
+                 lambda plan: {"work": functools.partial(models.model_work, True),
+                               "label": models.WORKER_LABEL, "tf2": True},
+                 lambda item, plan: models.evaluate(item),
                  lambda item, here, tf1: _record(item, *models.judge(
                      item, here[0], {**here[1], modes.TF1: tf1})))
 
@@ -144,14 +171,30 @@ def _check(kind: _Kind, args, started: float) -> int:
 
 
 SHARE_FROM = 8
-"""From this many items on, a second process shares the TF2 routes' work (below it, its
+"""From this many items on, a second process can share the TF2 routes' work (below it, its
 start costs more than it saves)."""
 
 
+def _share(items, plan) -> bool:
+    """Whether a second process shares the TF2 routes' work: when the run has SHARE_FROM
+    items or more and the TF2 side runs at least twice the TF1 side's routes (every route:
+    no `plan`). Its start (importing TensorFlow, about 6 s of a core) costs more than it
+    saves when both sides run about as much, as the quick check's do: one route each."""
+    if len(items) < SHARE_FROM:
+        return False
+    if plan is None:
+        return True
+    from compat_grads.testing.modes import TF1
+
+    runs = [route.startswith(f"{TF1}.") for item in items for route in plan[item.id]]
+    return len(runs) - sum(runs) >= 2 * sum(runs)
+
+
 def _run_both_sides(kind: _Kind, items, args):
-    """({item id: TF2 result}, {item id: TF1 result}): the TF1 process runs meanwhile and,
-    for larger runs, a second TF2 process takes items from the back of the queue while this
-    one takes them from the front. Stops early when a worker fails."""
+    """({item id: TF2 result}, {item id: TF1 result}), each item on its routes in the kind's
+    plan: the TF1 process runs meanwhile and, where it pays (`_share`), a second TF2 process
+    takes items from the back of the queue while this one takes them from the front. Stops
+    early when a worker fails."""
     from compat_grads.testing.process import WorkerProcess
 
     by_id = {item.id: item for item in items}
@@ -160,15 +203,16 @@ def _run_both_sides(kind: _Kind, items, args):
         progress = stack.enter_context(_progress.Progress(
             "compat-grads check", {"TF1": len(items), "TF2": len(items)}, sys.stderr,
             enabled=not args.quiet, interval=args.heartbeat))
+        plan = kind.plan(items, args.full)
         tf1 = stack.enter_context(WorkerProcess(
-            **kind.tf1_worker, on_item=lambda item_id: progress.advance("TF1", item_id)))
+            **kind.tf1_worker(plan), on_item=lambda item_id: progress.advance("TF1", item_id)))
         tf1.send(by_id)
         workers = [tf1]
-        if len(items) >= SHARE_FROM:
+        if _share(items, plan):
             def helper_done(item_id):
                 progress.advance("TF2", item_id)
                 _hand_next(queue, helper)
-            helper = stack.enter_context(WorkerProcess(**kind.tf2_worker,
+            helper = stack.enter_context(WorkerProcess(**kind.tf2_worker(plan),
                                                        on_item=helper_done))
             _hand_next(queue, helper)
             workers.append(helper)
@@ -178,7 +222,7 @@ def _run_both_sides(kind: _Kind, items, args):
             while queue and not any(worker.failed for worker in workers):
                 item_id = queue.popleft()
                 progress.show(item_id)
-                here[item_id] = kind.run_here(by_id[item_id])
+                here[item_id] = kind.run_here(by_id[item_id], plan)
                 progress.advance("TF2", item_id)
         _in_thread(run_here)
         results = [worker.results() for worker in workers]

@@ -285,18 +285,63 @@ def route_plan(selected: list, routes, full: bool = False) -> dict:
             rest = [r for r in applicable if r not in fixed]
             keys = (("case", item.case.name), ("function", item.function),
                     ("strategy", item.strategy))
-            turn = min(rest, default=None, key=lambda r: (
-                min(met[k, r] for k in keys), [met[k, r] for k in keys], rest.index(r)))
-            chosen += fixed + ([turn] if turn else [])
-            if turn:
-                met.update((k, turn) for k in keys)
+            chosen += fixed + ([_take_turn(rest, keys, met)] if rest else [])
         plan[item.id] = tuple(chosen)
     return plan
 
 
+def _take_turn(candidates: list, keys, met: collections.Counter):
+    """The one of `candidates` (routes, or modes) that the `keys` of an item have met least:
+    the fewest meetings of any key, then of each key in order, then `candidates`' order.
+    It is counted in `met` as met by them."""
+    turn = min(candidates, key=lambda c: (min(met[k, c] for k in keys),
+                                          [met[k, c] for k in keys], candidates.index(c)))
+    met.update((k, turn) for k in keys)
+    return turn
+
+
+def check_plan(selected: list, routes) -> dict:
+    """{item id: the routes of `routes` it runs} in the quick check (`compat-grads check`).
+
+    Every item runs in the TF1 graph, on its first route of `routes` that applies and works
+    (`_working`: the tensor route, which every other route is compared with, bit for bit
+    where it runs the same algorithm; jvp, vjp and hvp take callables), and in one TF2 mode
+    of `routes` (v1 Graph, tf.function, eager) on one of its working routes (an eager tensor
+    gives no second order): the mode that the item's function, then its case and strategy,
+    have met least, and in it the route they have met least (as in `route_plan`). So every
+    function meets every mode, with one TF2 route per item instead of all ten; a function
+    with fewer items in `selected` than there are TF2 modes runs each of its items in every
+    mode.
+    """
+    by_mode = collections.defaultdict(list)
+    for route in routes:
+        by_mode[route.split(".")[0]].append(route)
+    tf1_routes = by_mode.pop(TF1, [])
+    items_of = collections.Counter(item.function for item in selected)
+    met = collections.Counter()
+    plan = {}
+    for item in selected:
+        keys = (("function", item.function), ("case", item.case.name),
+                ("strategy", item.strategy))
+        applicable = {mode: _working(item, mode_routes) for mode, mode_routes in by_mode.items()}
+        modes = [m for m in by_mode if applicable[m]]
+        if items_of[item.function] >= len(by_mode):
+            modes = [_take_turn(modes, keys, met)]
+        plan[item.id] = (*_working(item, tf1_routes)[:1],
+                         *(_take_turn(applicable[m], keys, met) for m in modes))
+    return plan
+
+
+def _working(item: Item, routes) -> list:
+    """The routes of `routes` that apply to `item` and where it must work (give a value to
+    hold to the oracle, not an expected error); those that apply if there are none."""
+    applicable = [r for r in routes if item.applies(r)]
+    return [r for r in applicable if not item.expected_error(r)] or applicable
+
+
 QUICK_RULE = ("every case, every function with every strategy, both unconnected modes, "
-              "chunk_size, independent=False and flat=True at least once, each on every "
-              "route")
+              "chunk_size, independent=False and flat=True at least once, each in the TF1 "
+              "graph and a TF2 mode, every function in every mode")
 
 
 def quick(selected: list) -> list:
@@ -308,8 +353,8 @@ def quick(selected: list) -> list:
     unconnected_gradients="zero"; its function, and its strategy, with chunk_size; its
     function with independent=False). Cheapest means first-order before second-order, cases
     with static shapes and no pfor fallback first, then the fewest Jacobian entries, then
-    the functions in `FUNCTIONS` order. Every kept item runs on every route that applies, so
-    every function meets every route and every strategy.
+    the functions in `FUNCTIONS` order. `compat-grads check` runs every kept item in the TF1
+    graph and in one TF2 mode by turns (`check_plan`), so every function meets every mode.
     """
     return cover(selected, _coverage, _cheapness)
 
