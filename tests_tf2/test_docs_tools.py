@@ -190,7 +190,7 @@ def test_performance_page_sets_tensorflows_recipe_with_xla_against_ours_with_xla
     meta = _meta(quick=False)
     page = make_performance.page(report, meta)
     assert "     - vs TF's best with XLA, ours with jit\\_compile=True\n" in page
-    assert (f"   * - {workload}\n     - 2.00\n     - n/a\n     - n/a\n     - 300.00\n"
+    assert (f"   * - {workload}\n     - 2.00\n     - n/a\n     - n/a\n     - 300.00 (1)\n"
             in page)
     assert "ours), per-example gradients of each model: CNN depthwise (b=4) 150.00." in page
     assert "depthwise (b=4), 600.0 ms against 2.00 ms" in page
@@ -216,3 +216,28 @@ def test_performance_page_sets_the_per_example_workloads_with_onednn_beside_the_
     assert "  ours 2.00 against 4.00." in page
     del report["measures"][2:]  # no workload with oneDNN: no note
     assert "With oneDNN" not in make_performance.page(report, _meta(quick=False))
+
+
+def test_the_side_by_side_table_leaves_out_empty_rows_and_explains_each_extreme_ratio():
+    """A workload with no recipe to set beside ours (the per-call overheads) has no row of
+    n/a; a ratio of 10 or more is numbered and explained under the table, and the
+    committed bench run has no extreme ratio without an explanation."""
+    import json
+
+    from compat_grads.bench import workloads as wl
+
+    measures = [{"workload": "per-call overhead: jvp", "recipe": f"{wl.OURS} jvp, eager",
+                 "ms": 0.1, "ours": True},
+                {"workload": "J·1 (4x2)", "recipe": f"{wl.OURS} per_element_gradients, eager",
+                 "ms": 1.0, "ours": True},
+                {"workload": "J·1 (4x2)", "recipe": "tape.jacobian then reduce_sum in "
+                 "tf.function", "ms": 40.0, "ours": False}]
+    rows, notes = make_performance._side_by_side_rows({"measures": measures})
+    assert [row[0] for row in rows] == ["J·1 (4x2)"]
+    assert rows[0][1] == "40.00 (1)"
+    assert notes[2].startswith("1. J·1 (4x2), 40.00: TensorFlow's best in tf.function builds")
+    committed = json.loads((make_performance.OUT / "bench.json").read_text("utf-8"))
+    rows, notes = make_performance._side_by_side_rows(committed)
+    assert not [row for row in rows if all(cell == "n/a" for cell in row[1:])]
+    assert len(notes) - 3 == sum("(" in cell for row in rows for cell in row[1:])
+    assert not [note for note in notes if make_performance.UNKNOWN in note]

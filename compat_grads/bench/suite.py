@@ -353,7 +353,8 @@ def _plot(rows, path):
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    figure, (build, run_time) = plt.subplots(1, 2, figsize=(11, 4))
+    # the page shows it at content width (about 800 px): large type, the legend below
+    figure, (build, run_time) = plt.subplots(1, 2, figsize=(10, 5.5))
     for recipe in dict.fromkeys(r["recipe"] for r in rows):
         points = sorted((r["m"], r["build_s"], r["run_ms"]) for r in rows if r["recipe"] == recipe)
         ms = [p[0] for p in points]
@@ -363,9 +364,12 @@ def _plot(rows, path):
         axis.set_xlabel("m, target elements")
         axis.set_ylabel(label)
         axis.set_yscale("log")
-    build.legend(fontsize=7)
-    figure.suptitle("TF1 graph: stacked Jacobian of tanh(W x), x of 50")
-    figure.tight_layout()
+        axis.xaxis.label.set_size(12)
+        axis.yaxis.label.set_size(12)
+    handles, labels = build.get_legend_handles_labels()
+    figure.legend(handles, labels, loc="lower center", ncol=2, fontsize=11, frameon=False)
+    figure.suptitle("TF1 graph: stacked Jacobian of tanh(W x), x of 50", fontsize=13)
+    figure.tight_layout(rect=(0, 0.055 * -(-len(labels) // 2), 1, 1))
     figure.savefig(path, dpi=110)
     return path
 

@@ -302,15 +302,20 @@ def plot(report, path):
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    figure, panels = plt.subplots(1, 2, figsize=(11, 4))
+    # the page shows it at content width (about 800 px): large type, each panel's legend
+    # below it, one recipe a line
+    figure, panels = plt.subplots(1, 2, figsize=(12, 9))
     for panel, workload in zip(panels, ("Laplacian", "divergence")):
         rows = [m for m in report["measures"] if m["workload"] == workload]
         for recipe in dict.fromkeys(m["recipe"] for m in rows):
             points = sorted((m["d"], m["ms"]) for m in rows if m["recipe"] == recipe)
             panel.plot(*zip(*points), marker="o", label=recipe)
-        panel.set(xscale="log", yscale="log", xlabel="d, features per sample",
-                  ylabel="ms per call", title=f"per-sample {workload}, b = {report['b']}")
-        panel.legend(fontsize=6)
+        panel.set(xscale="log", yscale="log")
+        panel.set_xlabel("d, features per sample", fontsize=12)
+        panel.set_ylabel("ms per call", fontsize=12)
+        panel.set_title(f"per-sample {workload}, b = {report['b']}", fontsize=13)
+        panel.legend(fontsize=10, loc="upper center", bbox_to_anchor=(0.5, -0.12),
+                     frameon=False)
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
