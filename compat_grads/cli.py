@@ -5,6 +5,7 @@ module parses the arguments and hands them over."""
 from __future__ import annotations
 
 import argparse
+import textwrap
 import time
 
 from compat_grads import __version__, _quiet, bench, migrate
@@ -59,14 +60,15 @@ def _parser():
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name, summary, description):
-        return commands.add_parser(name, help=summary, description=description,
+        return commands.add_parser(name, help=summary, description=textwrap.fill(description, 79),
                                    epilog=_EXAMPLES[name],
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     _check_arguments(command(
         "check", "check that TF1 graph and TF2 results agree on this TensorFlow",
-        "Runs the shared test matrix on this TensorFlow, every route against a float64 "
-        "oracle and against each other, and prints one row per item: by default a quick "
-        "check (" + check_command.QUICK_DOC + "); --full for every item."))
+        "Runs the shared test matrix on this TensorFlow against a float64 oracle and "
+        "prints one row per item: by default a quick check (" + check_command.QUICK_DOC +
+        "; each item in a TF1 graph and in one TF2 mode); --full for every item on every "
+        "route, each also against the others."))
     bench.add_arguments(command(
         "bench", "time compat_grads against the recipes users write (ratios)",
         "Times compat_grads side by side with the recipes users write today and with "
