@@ -16,8 +16,6 @@ from __future__ import annotations
 import functools
 import operator
 
-import numpy as np
-
 from compat_grads import _graph_walk
 from compat_grads._elementwise_derivatives import (
     DERIVATIVES,
@@ -30,6 +28,7 @@ from compat_grads._elementwise_derivatives import (
 from compat_grads._linear_jets import (
     Unsupported,
     expand_dims,
+    extremum,
     gather,
     gather_nd,
     inert,
@@ -51,6 +50,7 @@ from compat_grads._linear_jets import (
     with_first,
 )
 from compat_grads._matrix_jets import RULES as MATRIX_RULES
+from compat_grads._matrix_jets import matmul
 from compat_grads._tf import tf
 
 __all__ = ["WALKS", "Unsupported", "ops_with_rules", "propagate", "reduced_tangents",
@@ -388,41 +388,6 @@ def _squared_difference(walk, op, jets):
     return walk.chain(_sum(walk, [1, -1], jets, rank), 2 * (a - b), 2, rank)
 
 
-def _matmul(walk, op, jets):
-    flags = ("transpose_a", "transpose_b") if op.type == "MatMul" else ("adj_x", "adj_y")
-    ta, tb = (op.get_attr(flag) for flag in flags)
-
-    def product(x, y):
-        if x.shape.rank == 3 and y.shape.rank == 2 and not ta:
-            return _flat_matmul(x, y, tb)
-        return tf.linalg.matmul(x, y, transpose_a=ta, transpose_b=tb)
-    a, b = op.inputs[:2]
-    # A lazily broadcast jet (a size-one axis) works where the product broadcasts, the left
-    # operand's rows; an axis the product contracts needs its full size.
-    jets = [_full_jet(walk, jets[0], a, keep_rows=not ta), _full_jet(walk, jets[1], b, False)]
-    return walk.bilinear(product, a, b, jets, rank_of(op.outputs[0]))
-
-
-def _full_jet(walk, jet, like, keep_rows):
-    """`jet` broadcast to `like`'s shape (J with its n axis, S with it unless summed), where
-    it is not already, unless it may stay lazy (`keep_rows`: S summed still made full)."""
-    if jet is None:
-        return None
-    J, S = jet
-    if not keep_rows:
-        J = walk.full(J, like, True)
-    if S is not None and (walk.summed or not keep_rows):
-        S = walk.full(S, like, not walk.summed)
-    return J, S
-
-
-def _flat_matmul(x, y, transpose_b):
-    """[n, m, k] @ [k, h] as one 2-D product of [n m, k]: faster than a broadcast batch."""
-    shape = tf.shape(x)
-    flat = tf.linalg.matmul(tf.reshape(x, [-1, shape[2]]), y, transpose_b=transpose_b)
-    return tf.reshape(flat, tf.concat([shape[:2], tf.shape(flat)[1:]], 0))
-
-
 def _select(walk, op, jets):
     """tf.where: linear in the two branches, the condition a constant."""
     cond, rank = op.inputs[0], rank_of(op.outputs[0])
@@ -475,24 +440,6 @@ def _joined(join):
     return rule
 
 
-def _extremum(walk, op, jets):
-    """Max and Min: linear in the selected elements (ties share, as in tf.gradients); the
-    selection is a constant."""
-    x, y = op.inputs[0], op.outputs[0]
-    axis, keep = static(op, op.inputs[1]), op.get_attr("keep_dims")
-    axes = (np.atleast_1d(axis) % rank_of(x)).tolist()
-    chosen = tf.cast(tf.equal(x, y if keep else tf.reshape(y, _kept_shape(x, axes))), x.dtype)
-    share = chosen / tf.reduce_sum(chosen, axes, keepdims=True)
-    return walk.linear(jets[0], x, lambda v, s: tf.reduce_sum(
-        v * share, shift(np.asarray(axes), s).tolist(), keepdims=keep))
-
-
-def _kept_shape(x, axes):
-    shape = tf.shape(x)
-    return tf.tensor_scatter_nd_update(shape, [[a] for a in axes], tf.ones(len(axes),
-                                                                           shape.dtype))
-
-
 def _split(walk, op, jets):
     value, fn = split(op)
     J, S = walk.linear(jets[1 if op.type == "Split" else 0], value, lambda x, s: x)
@@ -517,7 +464,7 @@ _RULES = {
                                                 rank_of(op.outputs[0])),
     "RealDiv": _div, "Div": _div, "Pow": _pow,
     "SquaredDifference": _squared_difference,
-    **dict.fromkeys(("MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3"), _matmul),
+    **dict.fromkeys(("MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3"), matmul),
     "Select": _select, "SelectV2": _select,
     **dict.fromkeys(GRADIENTS, activation_gradient),
     **dict.fromkeys(("Identity", "IdentityN", "Snapshot", "EnsureShape", "CheckNumerics"),
@@ -540,7 +487,7 @@ _RULES = {
     "GatherV2": _linear(gather), "GatherNd": _linear(gather_nd),
     **MATRIX_RULES,
     "ConcatV2": _joined(tf.concat), "Pack": _joined(tf.stack), "Unpack": _unpack,
-    "Split": _split, "SplitV": _split, "Max": _extremum, "Min": _extremum,
+    "Split": _split, "SplitV": _split, "Max": _linear(extremum), "Min": _linear(extremum),
 }
 
 

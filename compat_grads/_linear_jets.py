@@ -242,3 +242,17 @@ def split(op):
     if None in sizes:
         raise unsupported(f"{named(op)} into parts of unknown size")
     return value, lambda x, s: tf.split(x, sizes, axis=axis + 1 if s else axis)
+
+
+def extremum(op):
+    """Max and Min: linear in the selected elements (ties share, as in tf.gradients); the
+    selection is a constant."""
+    x, y = op.inputs[0], op.outputs[0]
+    keep = op.get_attr("keep_dims")
+    axes = (np.atleast_1d(static(op, op.inputs[1])) % rank_of(x)).tolist()
+    kept = y if keep else tf.reshape(y, tf.tensor_scatter_nd_update(
+        tf.shape(x), [[a] for a in axes], tf.ones(len(axes), tf.int32)))
+    chosen = tf.cast(tf.equal(x, kept), x.dtype)
+    share = chosen / tf.reduce_sum(chosen, axes, keepdims=True)
+    return lambda v, s: tf.reduce_sum(v * share, shift(np.asarray(axes), s).tolist(),
+                                      keepdims=keep)

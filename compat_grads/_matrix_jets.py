@@ -128,6 +128,42 @@ def einsum(walk, op, jets):
     return J, _plus(S, None if both is None else 2 * walk.cross(both))
 
 
+def matmul(walk, op, jets):
+    """MatMul and BatchMatMul: bilinear, as `walk.bilinear` computes it."""
+    flags = ("transpose_a", "transpose_b") if op.type == "MatMul" else ("adj_x", "adj_y")
+    ta, tb = (op.get_attr(flag) for flag in flags)
+
+    def product(x, y):
+        if x.shape.rank == 3 and y.shape.rank == 2 and not ta:
+            return _flat_matmul(x, y, tb)
+        return tf.linalg.matmul(x, y, transpose_a=ta, transpose_b=tb)
+    a, b = op.inputs[:2]
+    # A lazily broadcast jet (a size-one axis) works where the product broadcasts, the left
+    # operand's rows; an axis the product contracts needs its full size.
+    jets = [_full_jet(walk, jets[0], a, keep_rows=not ta), _full_jet(walk, jets[1], b, False)]
+    return walk.bilinear(product, a, b, jets, rank_of(op.outputs[0]))
+
+
+def _full_jet(walk, jet, like, keep_rows):
+    """`jet` broadcast to `like`'s shape (J with its n axis, S with it unless summed), where
+    it is not already, unless it may stay lazy (`keep_rows`: S summed still made full)."""
+    if jet is None:
+        return None
+    J, S = jet
+    if not keep_rows:
+        J = walk.full(J, like, True)
+    if S is not None and (walk.summed or not keep_rows):
+        S = walk.full(S, like, not walk.summed)
+    return J, S
+
+
+def _flat_matmul(x, y, transpose_b):
+    """[n, m, k] @ [k, h] as one 2-D product of [n m, k]: faster than a broadcast batch."""
+    shape = tf.shape(x)
+    flat = tf.linalg.matmul(tf.reshape(x, [-1, shape[2]]), y, transpose_b=transpose_b)
+    return tf.reshape(flat, tf.concat([shape[:2], tf.shape(flat)[1:]], 0))
+
+
 def _plus(a, b):
     return b if a is None else a if b is None else a + b
 

@@ -211,18 +211,13 @@ def check_tape(function, tape):
     # A non-persistent tape drops its record (`_tape`) once it has computed gradients;
     # TensorFlow only notices deep inside the computation, so check here.
     if getattr(tape, "_tape", True) is None and not getattr(tape, "_persistent", True):
-        from compat_grads import dispatch  # the mode's facts; dispatch imports this module
-
-        if dispatch.in_tf1_graph():
-            raise ValueError(message(
-                function, "tape= was given in a graph (a TF1 graph or a tf.Graph() block), "
-                "where a GradientTape records nothing: compat_grads differentiates the "
-                "graph's tensors with tf.gradients there", "Drop tape=."))
         raise RuntimeError(message(
             function, "the tape has no record: it is a non-persistent GradientTape that "
             "was already used (or never entered)",
-            "Create it with tf.GradientTape(persistent=True) to use it several times, or "
-            "record the target again, or pass a callable target."))
+            "In a graph (a TF1 graph or a tf.Graph() block), drop tape=: compat_grads "
+            "differentiates graph tensors itself. In eager code, create it with "
+            "tf.GradientTape(persistent=True) to use it several times, or record the target "
+            "again, or pass a callable target."))
 
 
 def flatten_sources(function, sources, convert=False, argument="sources") -> list:

@@ -22,6 +22,7 @@ import compat_grads as cg
 from compat_grads._tf import tf
 from compat_grads.testing import bad_input_routes as r
 from compat_grads.testing.bad_input_routes import BadInput, Error, Value, mode_of
+from compat_grads.testing.bad_inputs_mistakes import mistakes
 from compat_grads.testing.bad_inputs_traces import estimators
 
 TOL = r.TOL
@@ -220,33 +221,6 @@ def _foreign_graphs():
                        Error(ValueError, name, (r"target is a tensor of another tf\.Graph",
                                                 r"one graph", r"as_default\(\)")),
                        r.GRAPH_TENSOR[1:] + tensor)
-
-
-def _mistakes():
-    """Mistakes TensorFlow answers with None (a source "not connected"), told apart from a
-    truly unconnected source."""
-    graph_tensor = r.GRAPH_TENSOR + r.TF1_BOTH[1:]
-    for name in ("stacked_jacobian", "per_element_gradients", "batch_jacobian"):
-        yield BadInput("swapped arguments (the source computed from the target)",
-                       f"swapped-{name}",
-                       lambda route, x, n=name: getattr(cg, n)(x, r.square(x)),
-                       Error(ValueError, name, (rf"{r.argument_of(name)} is computed from the "
-                                                r"target", r"the arguments look swapped",
-                                                rf"{name}\(y, x\)")), graph_tensor)
-    yield BadInput("a Python list of numbers as sources (a nest of scalars, not a vector)",
-                   "list-of-numbers",
-                   lambda route, x: r.call(route, cg.stacked_jacobian, lambda s: s ** 2, x,
-                                           sources=[[1.0, 2.0], [3.0, 4.0]]),
-                   Error(TypeError, "stacked_jacobian", (
-                       r"the sources are a Python list of numbers", r"one scalar tensor per "
-                       r"number", r"Pass one tensor: np\.array")),
-                   r.CALLABLE + r.TF1_BOTH[:1])
-    yield BadInput("tape= in a graph, where a tape records nothing", "tape-in-a-graph",
-                   lambda route, x: cg.stacked_jacobian(r.square(x), x,
-                                                        tape=tf.GradientTape()),
-                   Error(ValueError, "stacked_jacobian", (r"tape= was given in a graph",
-                                                          r"Drop tape=")),
-                   (r.GRAPH_TENSOR[1], *r.TF1_BOTH[1:]))
 
 
 def _memory():
@@ -487,7 +461,7 @@ def _tapes_and_third_order():
 
 
 TABLE = (*_options(), *_returns_none(), *_value_options(), *estimators(_IN_TF1), *_unknown_rank(),
-         *_composites(), *_foreign_graphs(), *_mistakes(), *_memory(), *_dtypes(), *_shapes(),
+         *_composites(), *_foreign_graphs(), *mistakes(), *_memory(), *_dtypes(), *_shapes(),
          *_nan_and_inf(), *_integer_valued_ops(), *_python_ops(), *_repeated(),
          *_closures_and_variables(), *_tapes_and_third_order())
 """Every kind of bad or unusual input the two suites share, on the routes it runs on."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 
+from compat_grads.migrate import laplacian_facts as facts
 from compat_grads.migrate import patterns as pt
 from compat_grads.migrate import rebinding, samples, shapes
 from compat_grads.migrate.context import Context, reduce_sum_of, single_expression
@@ -439,63 +440,19 @@ def _why_not(ctx: Context, term: Term, form: Form) -> str:
     names = ctx.names
     if not term.clean:
         return "arguments"
-    if _matrix(ctx, term) is None:
+    if facts.matrix(ctx, term) is None:
         return "rank"
     if not pt.is_pure_count(form.count, names):
         return "count"
-    if _unbatched(ctx, term.u):
+    if facts.unbatched(ctx, term.u):
         return "scalar"
     pure = pt.is_pure(term.u, names) and pt.is_pure(term.x, names)
-    if not pure or (not term.inline and not _stable(ctx, term)):
+    if not pure or (not term.inline and not facts.stable(ctx, term)):
         return "impure"
     if not term.inline and not rebinding.same_objects(
             ctx, (term.u, term.x), ctx.statement_of(term.u), ctx.statement_of(form.node)):
         return "moved"
-    return "shared" if form.delete is not None and _shares_line(ctx, form.delete) else ""
-
-
-def _matrix(ctx: Context, term: Term) -> shapes.Matrix | None:
-    """What the module proves about `x`'s rank, its names read where the term reads them."""
-    return shapes.matrix(ctx.tree, term.x, ctx.names, rebinding.definer(ctx, term.node))
-
-
-_REDUCTIONS = frozenset(f"tf.reduce_{r}" for r in (
-    "sum", "mean", "max", "min", "prod", "logsumexp", "all", "any"))
-
-
-def _unbatched(ctx: Context, u: ast.expr) -> bool:
-    """Whether `u` (or the one value its name or attribute is assigned) is a list or tuple
-    of targets, or a reduction without axis or over axis 0: no batch axis first."""
-    value = (rebinding.value_at(ctx, u, u.id) if isinstance(u, ast.Name) else shapes.definition(
-        ctx.tree, u) if isinstance(u, ast.Attribute) else None)
-    for node in (u, value):
-        if isinstance(node, ast.List | ast.Tuple):
-            return True
-        if isinstance(node, ast.Call) and ctx.names.qualname(node) in _REDUCTIONS:
-            args = pt.call_args(node, ("input_tensor", "axis"))
-            axis = args[1] if args else ast.Constant(1)
-            if axis is None or ast.unparse(axis) in ("0", "[0]", "(0,)"):
-                return True
-    return False
-
-
-def _shares_line(ctx: Context, stmt: ast.stmt) -> bool:
-    """Whether another statement of `stmt`'s block is on one of its lines (`n = 3; lap = 0`):
-    the fix deletes whole lines."""
-    return any(s is not stmt and s.lineno <= stmt.end_lineno and s.end_lineno >= stmt.lineno
-               for s in ctx.block_of(stmt))
-
-
-def _stable(ctx: Context, term: Term) -> bool:
-    """Whether `u` (read where the first gradient was taken) means the same where the
-    rewrite puts it: each name in it is the same variable there, and each name and
-    attribute is assigned at most once in the module."""
-    parts = [n for n in ast.walk(term.u) if isinstance(n, ast.Name | ast.Attribute)
-             and isinstance(n.ctx, ast.Load)]
-    binder = rebinding.binder
-    same = all(binder(ctx, n, n.id) is binder(ctx, term.node, n.id) for n in parts
-               if isinstance(n, ast.Name))
-    return same and all(shapes.stores(ctx.tree, n) <= 1 for n in parts)
+    return "shared" if form.delete is not None and facts.shares_line(ctx, form.delete) else ""
 
 
 def _edits(ctx: Context, term: Term, form: Form) -> tuple[Edit, ...]:
@@ -503,10 +460,10 @@ def _edits(ctx: Context, term: Term, form: Form) -> tuple[Edit, ...]:
     if w is None:
         return ()
     x = w.text(term.x)
-    known = _matrix(ctx, term)
+    known = facts.matrix(ctx, term)
     whole = shapes.covers(ctx.tree, form.count, term.x, known, ctx.names)
     target = w.rows(pt.Rows(term.u, 0, None))
-    scalar = _per_sample_scalar(ctx, term)
+    scalar = facts.per_sample_scalar(ctx, term)
     rows = samples.Samples(ctx.tree, term.x, ctx.names, rebinding.definer(
         ctx, term.u)).independent(term.u)
     if form.kind == "laplacian" and whole and scalar and rows:
@@ -525,15 +482,6 @@ def _edits(ctx: Context, term: Term, form: Form) -> tuple[Edit, ...]:
     text = f"{w.tf}.stop_gradient({text})" if form.stopped else text
     deleted = (ctx.delete(form.delete),) if form.delete is not None else ()
     return (*deleted, ctx.replace(form.node, form.prefix + text))
-
-
-def _per_sample_scalar(ctx: Context, term: Term) -> bool:
-    """Whether `u` is provably of shape `[b]` or `[b, 1]`, the targets `batch_laplacian`
-    takes (the loop sums any other shape, which `batch_divergence` of its gradient does)."""
-    found = shapes.dims(ctx.tree, term.u, ctx.names, rebinding.definer(ctx, term.u),
-                        shapes.DEPTH)
-    return found is not None and (len(found) == 1 or len(found) == 2 and isinstance(
-        found[1], ast.Constant) and found[1].value == 1)
 
 
 RULE = Rule(
