@@ -98,12 +98,8 @@ def _not_swapped(function, target, flat, paths):
     cannot then depend on it, and every derivative would silently be None (or zeros)."""
     for leaf, path in zip(flat, paths):
         if leaf is not target and _tapes.derives_from(leaf, target):
-            raise ValueError(message(
-                function, f"{path} is computed from the target (the target is one of its "
-                "inputs), so the target cannot depend on it and its derivative would be "
-                "None: the arguments look swapped",
-                f"Pass what to differentiate first and what to differentiate with respect "
-                f"to second: {function}(y, x) for y computed from x."))
+            raise _tapes.swapped_error(function, path, "is computed from the target (the "
+                                       "target is one of its inputs)")
 
 
 def _on_tape(tape, target):

@@ -35,6 +35,9 @@ def check(function, tape, target, flat, paths):
     for leaf, path, seen in zip(flat, paths, recorded[1:]):
         if not (seen or _variable_watched(tape, leaf)):
             raise _unwatched_error(function, path, leaf)
+        if recorded[0] and _made_after(leaf, target):
+            raise swapped_error(function, path, "was computed after the target (eager "
+                                "tensors are made in order, and the target is older)")
     if recorded[0] or isinstance(target, tf.Variable):
         return
     if _tf.tape_set_records(target):
@@ -60,6 +63,27 @@ def check(function, tape, target, flat, paths):
             "tape.stop_recording()), so TensorFlow would give None, or zeros with "
             "unconnected_gradients='zero'", "Compute the target inside the `with "
             "tf.GradientTape() as tape:` block, or pass a callable f(sources)."))
+
+
+def swapped_error(function, path, how) -> ValueError:
+    """A source the target cannot depend on because of how the two were made: `how` says."""
+    return ValueError(message(
+        function, f"{path} {how}, so the target cannot depend on it and its derivative "
+        "would be None: the arguments look swapped",
+        f"Pass what to differentiate first and what to differentiate with respect "
+        f"to second: {function}(y, x) for y computed from x."))
+
+
+def _made_after(leaf, target) -> bool:
+    """Whether eager tensor `leaf` was made after eager tensor `target`: every eager tensor
+    takes the next number of one counter when it is made, so the target cannot have been
+    computed from it (a graph records ancestry instead: `derives_from`)."""
+    ids = [getattr(t, "_id", None) if _is_eager_tensor(t) else None for t in (leaf, target)]
+    return None not in ids and ids[0] > ids[1]
+
+
+def _is_eager_tensor(t) -> bool:
+    return tf.is_tensor(t) and not isinstance(t, tf.Variable) and op_of(t) is None
 
 
 # Ops no derivative flows through (tf.gradients treats their outputs as constants).

@@ -192,6 +192,32 @@ def test_swapped_arguments_on_a_tape_in_a_function():
         run("function.tape", build, X)
 
 
+@pytest.mark.parametrize("persistent", [False, True], ids=["tape", "persistent_tape"])
+@pytest.mark.parametrize("fn", br.FIRST_ORDER_FUNCTIONS, ids=br.FIRST_ORDER)
+def test_swapped_arguments_on_a_tape_in_eager_code(fn, persistent):
+    """Eager tensors keep no ancestry, but they are made in order: a source made after the
+    target cannot be one of its inputs (TensorFlow gives None)."""
+    with tf.GradientTape(persistent=persistent) as tape:
+        tape.watch(XT)
+        y = _spacer(XT)
+    with raises(ValueError, fn.__name__, r"sources? was computed after the target",
+                r"the arguments look swapped", rf"{fn.__name__}\(y, x\)"):
+        fn(XT, y, tape=tape)
+
+
+def test_a_source_made_after_the_target_among_others():
+    """One source of a list made after the target is named by its place in the list; the
+    same call the right way round is a value."""
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(XT)
+        y = _spacer(XT)
+        z = 2.0 * y
+    with raises(ValueError, "stacked_jacobian", r"sources\[1\] was computed after the target"):
+        cg.stacked_jacobian(y, [XT, z], tape=tape)
+    np.testing.assert_allclose(cg.per_element_gradients(z, [XT], tape=tape)[0],
+                               6.0 * XT.numpy() ** 2, rtol=TOL)
+
+
 KINDS = (  # kind, "value" or "error", test
     ("an eager tensor target without its tape", "error",
      "test_eager_tensor_target_without_tape"),
@@ -213,4 +239,8 @@ KINDS = (  # kind, "value" or "error", test
      "test_target_computed_after_the_tapes_block"),
     ("swapped arguments on a tape (in a tf.function)", "error",
      "test_swapped_arguments_on_a_tape_in_a_function"),
+    ("swapped arguments on a tape (in eager code)", "error",
+     "test_swapped_arguments_on_a_tape_in_eager_code"),
+    ("a source made after the target, one of several (eager)", "error",
+     "test_a_source_made_after_the_target_among_others"),
 )
