@@ -153,8 +153,11 @@ def hvp(f, primals: Nest, vector: Nest, *, compile: bool = True,
     """Hessian-vector product `H·v` of a scalar `f`, without building the Hessian.
 
     Shape: the structure and shapes of `primals`; `(H·v)[i] = sum_j H[i][j]·v[j]`. Computed
-    as the JVP of the gradient along `vector` (forward-over-reverse): the cost of about two
-    gradients, whatever the number of parameters.
+    in eager code as the JVP of the gradient along `vector` (forward-over-reverse), in a
+    graph or `tf.function` as the gradient of `<gradient, vector>` (reverse-over-reverse,
+    `vector` held constant: the double `tf.gradients` of a TF1 program, op for op, fewer
+    ops than forward mode takes there): the cost of about two gradients, whatever the
+    number of parameters.
 
     Args:
       f: a callable `f(primals) -> scalar`.

@@ -92,7 +92,7 @@ def _hvp(name, f, args, options):
     backend = dispatch.backend_for(problem, order=2)
     gradient = backend.vjp_backend(
         lambda targets: [tf.ones_like(st.check_scalar(name, targets[0]))])
-    _, products = gradient.linearize(flat_vector)
+    _, products = gradient.linearize_symmetric(flat_vector)
     return problem.pack(st.zeros_for_none(products, problem.flat))
 
 

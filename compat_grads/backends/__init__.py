@@ -6,6 +6,7 @@
   their target), set up once and callable inside loops;
 - `jvp_fn()`: a function `[v_k] -> [sum_k J_tk·v_k per target t]` (None tangents are zero);
 - `linearize(tangents)`: the target outputs and their JVP, from one forward pass;
+  `linearize_symmetric(tangents)` the same for a symmetric Jacobian (a Hessian's);
 - `vjp_backend(cotangents_of)`: a backend of the same kind for the first derivative
   `x -> vjp(x, cotangents_of(targets))`, one target per source: second order composes;
 - `cannot_vectorize()`: a reason pfor must not be tried, or None;
@@ -68,6 +69,11 @@ class Backend:
 
     def forward_per_row(self):
         return None
+
+    def linearize_symmetric(self, tangents):
+        """`linearize` for a target whose Jacobian is symmetric (a gradient's: the Hessian),
+        by whichever product is cheaper here; the same values."""
+        return self.linearize(tangents)
 
     # Whether `push_from` / `pull_from` can start a product at a tensor inside the
     # target's graph (a tape cannot: it records only what it watched).
