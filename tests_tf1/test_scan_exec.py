@@ -19,6 +19,8 @@ CALLS = {
         "hv_stopped = cg.hvp(\n    lambda w: tf.reduce_mean(", "    tf.stop_gradient(v))",
         "hv_multiply = [cg.hvp(", "hv_dot = cg.hvp(",
         "cg.hvp(lambda w: tf.reduce_sum(tf.tanh(x * w) ** 2), w, v)"],
+    "hvp_private_spellings": ["curved = cg.hvp(\n    lambda kernel: tf.reduce_mean(tf.cos(",
+                              "    array_ops.stop_gradient(direction))"],
     "hessian_rows_private_stack": [
         "H = cg.hessian(loss, w)", "H_old = cg.hessian(loss, w)", "H_all = cg.hessian(loss, w)",
         "H_top = cg.hessian(loss, w)[:2]", "J = cg.stacked_jacobian(y[:4], x)"],

@@ -68,37 +68,6 @@ def test_fix_error_names_the_line_and_column():
         fixer.fix(text, [moved])
 
 
-def test_the_import_goes_after_the_import_block_of_tensorflow():
-    text = ('"""Doc."""\nfrom __future__ import annotations\n\nimport os\nimport tensorflow as tf\n'
-            "import numpy as np\n\nx = tf.constant(np.ones(2))\nh = tf.hessians(x ** 3, x)\n")
-    fixed = migrate.fix_text(text)
-    assert fixed.startswith('"""Doc."""\nfrom __future__ import annotations\n\nimport os\n'
-                            "import tensorflow as tf\nimport numpy as np\n"
-                            "import compat_grads as cg\n\nx = ")
-
-
-@pytest.mark.parametrize("head, setup", [
-    ("import tensorflow.compat.v1 as tf\n", "tf.disable_v2_behavior()\n"),
-    ("import numpy as np\nimport tensorflow as tf\nimport os\n",
-     "tf.compat.v1.disable_eager_execution()\ntf.compat.v1.disable_v2_tensorshape()\n"),
-    ("from tensorflow.compat import v1\n", "v1.disable_v2_behavior()\nimport numpy as np\n"),
-], ids=["disable-v2", "block-and-calls", "from-import"])
-def test_the_import_does_not_split_tensorflow_from_its_setup_calls(head, setup):
-    text = head + setup + "print('ready')\nx = tf.ones([2])\nh = tf.hessians(x ** 3, x)\n"
-    text = text.replace("tf.", "v1.") if "import v1" in head else text
-    fixed = migrate.fix_text(text)
-    assert fixed.startswith(head + setup + "import compat_grads as cg\nprint('ready')\n")
-
-
-def test_the_import_comes_before_the_first_rewrite_without_a_top_level_tensorflow_import():
-    text = ("try:\n    import tensorflow.compat.v1 as tf\nexcept ImportError:\n    tf = None\n"
-            "x = tf.constant([1.0])\nh = tf.hessians(x ** 3, x)\nimport os\n")
-    fixed = migrate.fix_text(text.replace("    tf = None\n", "    raise\n"))
-    lines = fixed.splitlines()
-    assert lines.index("import compat_grads as cg") < lines.index(
-        "h = [cg.hessian(tf.reduce_sum(x ** 3), x)]") < lines.index("import os")
-
-
 @pytest.mark.parametrize("name, unfixed", [("while_loop_jacobian.py", [58]),
                                            ("map_helper_jacobian.py", []),
                                            ("while_loop_programs.py", [])])

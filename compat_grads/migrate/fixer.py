@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
 
 import libcst as cst
-from libcst.helpers import get_full_name_for_node
+import libcst.matchers as m
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from compat_grads.migrate.findings import Finding
-from compat_grads.migrate.names import canonical
 
 LINE_LENGTH = 100  # rewritten statements longer than this get their call's arguments wrapped
 
@@ -99,16 +98,17 @@ class _Rewrite(cst.CSTTransformer):
 
     def _import_index(self, body) -> int:
         """Where the new imports go (an index into the original top-level statements): after
-        the import block of the first top-level TensorFlow import (else after the leading
-        docstring and imports), with the TensorFlow setup calls in or right after it, so
-        `import tensorflow.compat.v1 as tf` and its `tf.disable_v2_behavior()` stay
-        together; but never after the first statement that holds a rewrite, so they are
-        bound before any rewritten code runs."""
-        first_tf = next((i for i, s in enumerate(body) if _imports_tensorflow(s)), None)
-        at = _after_docstring(body) if first_tf is None else first_tf + 1
-        tf_names = _tensorflow_names(body)
-        while at < len(body) and (_is_import(body[at]) or _is_setup(body[at], tf_names)):
-            at += 1
+        the last import of the module's import block, the leading statements an import may
+        follow without flake8's E402 (a docstring, imports, `__dunder__` assignments, `if` /
+        `try` / `with` statements), else after the docstring; never after code such as
+        `tf.disable_v2_behavior()`, nor after the first statement that holds a rewrite, so
+        they are bound before any rewritten code runs."""
+        at = _after_docstring(body)
+        for index, stmt in enumerate(body[at:], at):
+            if not _in_import_block(stmt):
+                break
+            if _is_import(stmt) or m.findall(stmt, m.Import() | m.ImportFrom()):
+                at = index + 1
         uses = [i for i, s in enumerate(body) if self._holds_edit(s)]
         return min([at, *uses])
 
@@ -278,48 +278,18 @@ def _comments(node: cst.CSTNode, skip) -> list[cst.EmptyLine]:
     return found
 
 
-def _imports_tensorflow(stmt: cst.BaseStatement) -> bool:
-    """Whether `stmt` is a top-level import line of TensorFlow (or Keras)."""
-    if not _is_import(stmt):
-        return False
-    for node in stmt.body:
-        if isinstance(node, cst.Import):
-            names = [a.name for a in node.names]
-        else:
-            names = [node.module] if node.module is not None and not node.relative else []
-        if any(_is_tensorflow(n) for n in names):
-            return True
-    return False
-
-
-def _tensorflow_names(body) -> set[str]:
-    """The local names top-level imports bind to TensorFlow (`tf`, `v1`, ...)."""
-    names = set()
-    for stmt in body:
-        for node in stmt.body if _imports_tensorflow(stmt) else ():
-            if isinstance(node.names, Sequence):  # not `from ... import *`
-                names |= {_bound_name(a) for a in node.names
-                          if isinstance(node, cst.ImportFrom) or _is_tensorflow(a.name)}
-    return names
-
-
-def _bound_name(alias: cst.ImportAlias) -> str:
-    return get_full_name_for_node(alias.asname.name if alias.asname else alias.name).partition(
-        ".")[0]
-
-
-def _is_tensorflow(name: cst.BaseExpression) -> bool:
-    dotted = get_full_name_for_node(name)
-    return dotted is not None and canonical(dotted) is not None
-
-
-def _is_setup(stmt: cst.BaseStatement, tf_names: set[str]) -> bool:
-    """Whether `stmt` is a bare call through TensorFlow, such as `tf.disable_v2_behavior()`
-    or `tf.compat.v1.disable_eager_execution()`: setup that belongs with the import."""
+def _in_import_block(stmt: cst.BaseStatement) -> bool:
+    """Whether pycodestyle lets an import follow `stmt` (E402): an import, a `__dunder__`
+    assignment, or an `if` / `try` / `with` statement (conditional imports)."""
+    if isinstance(stmt, cst.If | cst.Try | cst.TryStar | cst.With):
+        return True
     line = isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1
-    call = stmt.body[0].value if line and isinstance(stmt.body[0], cst.Expr) else None
-    name = get_full_name_for_node(call.func) if isinstance(call, cst.Call) else None
-    return name is not None and name.partition(".")[0] in tf_names
+    assign = stmt.body[0] if line else None
+    target = (assign.targets[0].target if isinstance(assign, cst.Assign)
+              and len(assign.targets) == 1 else assign.target
+              if isinstance(assign, cst.AnnAssign) and assign.value is not None else None)
+    dunder = isinstance(target, cst.Name) and re.fullmatch(r"__\w+__", target.value)
+    return _is_import(stmt) or bool(dunder)
 
 
 def _is_import(stmt: cst.BaseStatement) -> bool:

@@ -11,13 +11,19 @@ from collections.abc import Iterable
 
 _ROOTS = {"tensorflow": "tf", "tf": "tf", "keras": "tf.keras"}
 _PREFIXES = (("tf.compat.v1", "tf"), ("tf.compat.v2", "tf"), ("tf.python.keras", "tf.keras"))
-# TensorFlow's private spellings of public functions the row loops use: `array_ops_stack`
-# (TensorFlow 2.13 on), and `array_ops` with the pre-1.0 names `pack` / `unpack`, which
-# copied TF1 code keeps. They take the public functions' arguments.
+# TensorFlow's private spellings of public functions the rules read, which copied TF1 code
+# keeps (influence functions copy `_hessian_vector_product` with them): `array_ops_stack`
+# (TensorFlow 2.13 on), `array_ops` with the pre-1.0 names `pack` / `unpack`, and the
+# functions behind `tf.gradients`, `tf.multiply`, `tf.reduce_sum`, `tf.add_n` and
+# `tf.stop_gradient`. They are the public functions (`tf.compat.v1.gradients` is
+# `gradients_impl.gradients`) and take their arguments.
 _PRIVATE = {f"tf.python.ops.{module}.{name}": f"tf.{public}"
             for module, names in (("array_ops_stack", ("stack", "unstack")),
                                   ("array_ops", ("stack", "unstack", "pack", "unpack")))
-            for name, public in zip(names, ("stack", "unstack") * 2)}
+            for name, public in zip(names, ("stack", "unstack") * 2)} | {
+    f"tf.python.ops.{name}": f"tf.{name.rpartition('.')[2]}"
+    for name in ("gradients_impl.gradients", "math_ops.multiply", "math_ops.reduce_sum",
+                 "math_ops.add_n", "array_ops.stop_gradient")}
 # Calls that return one tensor: a name bound only to these is a tensor, not a list.
 _TENSOR_CALLS = frozenset(f"tf.{n}" for n in (
     "Variable constant placeholder get_variable convert_to_tensor zeros ones fill eye range "

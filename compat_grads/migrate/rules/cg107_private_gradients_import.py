@@ -17,9 +17,11 @@ Private modules change without notice (``jacobian`` returns ``None`` in eager mo
 ``batch_jacobian`` fails on an unknown batch size); use ``cg.stacked_jacobian`` /
 ``cg.batch_jacobian``. Calls through such a module (``pfor_gradients.jacobian(y, x)``,
 ``gradients_impl.hessians(loss, x)``) are reported too, each with its public
-replacement. A Jacobian of per-example losses, as TF Privacy takes it
-(``pfor_gradients.jacobian(vector_loss, var_list)``, a target whose name says it holds
-losses), is named as what it is: per-example gradients,
+replacement; ``gradients_impl.gradients`` is ``tf.compat.v1.gradients`` itself, read as
+``tf.gradients`` by the rules of its idioms (CG101, CG112, ...). A Jacobian of
+per-example losses, as TF Privacy takes it (``pfor_gradients.jacobian(vector_loss,
+var_list)``, a target whose name says it holds losses), is named as what it is:
+per-example gradients,
 ``cg.per_example_gradients(loss_fn, model, x, y, weights=var_list)``.
 """
 
@@ -29,7 +31,6 @@ _CANONICAL = tuple("tf." + m.removeprefix("tensorflow.") for m in PRIVATE)
 REPLACEMENTS = {"jacobian": "cg.stacked_jacobian(y, x)",
                 "batch_jacobian": "cg.batch_jacobian(y, x)",
                 "hessians": "[cg.hessian(tf.reduce_sum(y), x)]",
-                "gradients": "tf.GradientTape, or cg.stacked_jacobian / cg.per_element_gradients",
                 "pfor": "tf.vectorized_map, or cg.stacked_jacobian / cg.batch_jacobian for "
                         "Jacobians",
                 "for_loop": "tf.map_fn or tf.while_loop",

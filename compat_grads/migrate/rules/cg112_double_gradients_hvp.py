@@ -35,9 +35,18 @@ lists of variables and vectors of TensorFlow's private ``_hessian_vector_product
 
 .. code-block:: python
 
-   grads = tf.gradients(ys, xs)
-   elemwise = [tf.multiply(g, tf.stop_gradient(v)) for g, v in zip(grads, vs)]
-   hvs = tf.gradients(elemwise, xs)
+   def hessian_vector_product(ys, xs, vs):
+       grads = tf.gradients(ys, xs)
+       elemwise = [tf.multiply(g, tf.stop_gradient(v)) for g, v in zip(grads, vs)
+                   if g is not None]
+       return tf.gradients(elemwise, xs)
+
+in the private spellings copied from TensorFlow too (``gradients_impl.gradients``,
+``math_ops.multiply``, ``array_ops.stop_gradient``), and summed in the gradient's list
+(``tf.add_n([tf.reduce_sum(g * v) for g, v in zip(grads, vs)])``). The gradient of such a
+product with respect to another tensor than the first gradient's (influence functions'
+gradient of ``g · v`` with respect to the input) is a mixed second derivative, not a
+Hessian-vector product: it is not reported.
 
 :func:`~compat_grads.hvp` takes the loss as a function of the weights, ``cg.hvp(f, w,
 v)``: one forward-over-reverse product, in every mode (the double ``tf.gradients`` works
@@ -56,7 +65,9 @@ source proves the call the same:
   numbers (then the lambda computes the same loss from its argument); a loss that is not a
   scalar by its expression is summed, as ``tf.gradients`` sums it.
 
-Anything else is reported only, and says how to write ``f``. Where the loss does not reach
+Anything else is reported only, and says how to write ``f``: where the loss is a parameter
+of the function around the product (a helper such as ``hessian_vector_product(ys, xs,
+v)``), at the helper's callers, which build the loss. Where the loss does not reach
 ``w`` twice (a loss linear in ``w``) ``tf.gradients`` gives ``None`` and ``cg.hvp`` zeros.
 """
 
@@ -70,6 +81,10 @@ WHY_NOT = {
                "a constant): its own gradient would add a term"),
     "shape": ("{v} is not provably of {w}'s shape (both written out alike, or "
               "tf.ones_like({w})): a broadcast product is another vector"),
+    "helper": ("{loss} is a parameter of {fn}, so the loss is built where {fn} is called: "
+               "there, write it as a function of the weights, def loss_fn({p}): ... return "
+               "loss (the ops from {p}, a list where {fn} is given one, to the loss), and "
+               "call cg.hvp(loss_fn, {w}, {v}) in place of {call}"),
     "function": ("{loss} is not an expression of {w} and of placeholders or constants bound "
                  "once, so the source has no function of {w} to pass: write the ops from {w} "
                  "to the loss as def loss_fn({p}): ... return loss, then cg.hvp(loss_fn, {w}, "
@@ -106,7 +121,9 @@ def check(ctx: Context, call: ast.Call) -> list[Finding]:
     if not key:
         edits = _edits(ctx, call, product)
     use = edits[0].text if edits else _advice(product)
-    why = f" (not rewritten: {_reason(key, product)})" if key else ""
+    grad = product.grad
+    why = f" (not rewritten: {_reason(ctx, call, key, grad.xs, product.vector, grad.ys)})" if (
+        key) else ""
     return [ctx.finding(call, RULE.code, RULE.message("hvp", use=use, why=why), edits)]
 
 
@@ -152,8 +169,13 @@ def _named(ctx: Context, at: ast.AST, node: ast.expr) -> ast.expr | None:
 
 def _listed(ctx: Context, call: ast.Call, parts: tuple) -> list[Finding]:
     """`tf.gradients([g * v for g, v in zip(grads, vs)], xs)`, `grads = tf.gradients(ys,
-    xs)`: the private `_hessian_vector_product` over lists, reported only."""
+    xs)` (or the products summed, `tf.add_n([tf.reduce_sum(g * v) ...])`): the private
+    `_hessian_vector_product` over lists, reported only. A first gradient with respect to
+    other sources than `xs` makes a mixed second derivative: no finding."""
     comp = _named(ctx, call, parts[0])
+    if isinstance(comp, ast.Call) and ctx.names.qualname(comp) == "tf.add_n" and len(
+            comp.args) == 1 and not comp.keywords:
+        comp = _named(ctx, call, comp.args[0])
     gen = comp.generators[0] if isinstance(comp, ast.ListComp) and len(
         comp.generators) == 1 else None
     pair = gen.target.elts if gen and isinstance(gen.target, ast.Tuple) else []
@@ -163,15 +185,27 @@ def _listed(ctx: Context, call: ast.Call, parts: tuple) -> list[Finding]:
         return []
     grads = _named(ctx, call, zipped.args[0])
     inner = pt.grad_parts(grads) if ctx.is_gradients(grads) else None
-    factors = _factors(comp.elt, ctx.names)
+    summed = reduce_sum_of(comp.elt, ctx.names)
+    factors = _factors(comp.elt if summed is None else summed, ctx.names)
     if inner is None or factors is None or ast.dump(inner[1]) != ast.dump(parts[1]) or (
             names_in(factors[0]) | names_in(factors[1])) < {n.id for n in pair}:
         return []
     ctx.handled |= {id(call), id(grads)}
-    w, v = ast.unparse(parts[1]), ast.unparse(zipped.args[1])
-    why = WHY_NOT["lists"].format(w=w, v=v)
+    key = "helper" if _helper(ctx, call, inner[0]) is not None else "lists"
+    why = _reason(ctx, call, key, parts[1], zipped.args[1], inner[0])
+    use = f"cg.hvp(f, {ast.unparse(parts[1])}, {ast.unparse(zipped.args[1])})"
     return [ctx.finding(call, RULE.code, RULE.message(
-        "hvp", use=f"cg.hvp(f, {w}, {v})", why=f" (not rewritten: {why})"))]
+        "hvp", use=use, why=f" (not rewritten: {why})"))]
+
+
+def _helper(ctx: Context, at: ast.AST, loss: ast.expr) -> ast.FunctionDef | None:
+    """The function around `at` that takes the loss as a parameter: a helper whose callers
+    build the loss (influence functions' `hessian_vector_product(ys, xs, v)`)."""
+    scope = rebinding.binder(ctx, at, loss.id) if isinstance(loss, ast.Name) else None
+    if not isinstance(scope, ast.FunctionDef | ast.AsyncFunctionDef):
+        return None
+    params = {a.arg for a in ast.walk(scope.args) if isinstance(a, ast.arg)}
+    return scope if loss.id in params else None
 
 
 # -- the rewrite -----------------------------------------------------------------------------
@@ -181,6 +215,8 @@ def _why_not(ctx: Context, call: ast.Call, parts: tuple, product: Product) -> st
     w = product.grad.xs
     if not (parts[2] and product.grad.clean):
         return "arguments"
+    if _helper(ctx, call, product.grad.ys) is not None:
+        return "helper"
     if isinstance(w, ast.List | ast.Tuple):
         return "lists"
     outer = ctx.parents.get(id(call))
@@ -249,12 +285,14 @@ def _advice(product: Product) -> str:
     return f"cg.hvp(f, {ast.unparse(product.grad.xs)}, {ast.unparse(product.vector)})"
 
 
-def _reason(key: str, product: Product) -> str:
+def _reason(ctx: Context, at: ast.AST, key: str, w: ast.expr, v: ast.expr,
+            loss: ast.expr) -> str:
     """WHY_NOT[key] in the code's names (`w` the parameter of a `self.w`)."""
-    w = product.grad.xs
-    return WHY_NOT[key].format(w=ast.unparse(w), v=ast.unparse(product.vector),
-                               loss=ast.unparse(product.grad.ys),
-                               p=w.id if isinstance(w, ast.Name) else "w")
+    helper = _helper(ctx, at, loss)
+    fn = helper.name if helper else ""
+    call = f"{fn}({', '.join(a.arg for a in helper.args.args)})" if helper else ""
+    return WHY_NOT[key].format(w=ast.unparse(w), v=ast.unparse(v), loss=ast.unparse(loss),
+                               p=w.id if isinstance(w, ast.Name) else "w", fn=fn, call=call)
 
 
 RULE = Rule(
