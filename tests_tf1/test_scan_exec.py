@@ -25,7 +25,7 @@ CALLS = {
         "H = cg.hessian(loss, w)", "H_old = cg.hessian(loss, w)", "H_all = cg.hessian(loss, w)",
         "H_top = cg.hessian(loss, w)[:2]", "J = cg.stacked_jacobian(y[:4], x)"],
     "laplacian_back_prop_false": [
-        "tf.stop_gradient(cg.batch_divergence(tf.gradients(log_psi, walkers)[0], walkers))",
+        "tf.stop_gradient(cg.batch_divergence(d_psi, walkers))",
         "jastrow_lap = cg.batch_laplacian(jastrow, walkers)",
         "a_xx = cg.batch_hessian_diagonal(amplitude, walkers)"],
     "hessian_diagonal_stack": ["cg.batch_hessian_diagonal(tf.reduce_sum(u, axis=tf.range(1, "

@@ -294,7 +294,7 @@ def test_laplacian_loops_become_one_call_with_the_loops_values():
     the diagonal summed; `lap = 0` goes with its loop; the diagonal stacked dimension first
     is transposed. A `u` of shape [b] computed row by row from `x` takes the shortest calls;
     samples that may interact (a batch mean) keep the loop's values with the divergence of
-    its gradient (the Hessian's symmetry) and the diagonal with strategy="reverse"; a `u` of
+    its own gradient `g` (the Hessian's symmetry; not built a second time) and the diagonal with strategy="reverse"; a `u` of
     unproved shape is summed per sample first."""
     text = ("import tensorflow.compat.v1 as tf\n"
             "d = 3\n"
@@ -321,7 +321,7 @@ def test_laplacian_loops_become_one_call_with_the_loops_values():
     coupled = text.replace("axis=1)\n", "axis=1) * tf.reduce_mean(x)\n", 1)
     lines = migrate.fix_text(coupled).splitlines()
     assert lines[6:] == [
-        "lap = cg.batch_divergence(tf.gradients(u, x)[0], x)",
+        "lap = cg.batch_divergence(g, x)",
         'first = tf.reduce_sum(cg.batch_hessian_diagonal(u, x, strategy="reverse")[:, :2], axis=1)',
         'rows = tf.transpose(cg.batch_hessian_diagonal(u, x, strategy="reverse"))']
     unknown = text.replace("u = tf.reduce_sum(tf.sin(x) ** 2, axis=1)", "u = model(x)")

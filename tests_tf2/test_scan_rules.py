@@ -586,7 +586,7 @@ def test_the_laplacian_message_names_the_codes_tensors_and_back_prop():
         "hand-built Laplacian: one tf.gradients graph per dimension in a tf.map_fn; use "
         "tf.stop_gradient(cg.batch_laplacian(f, x)) (back_prop=False stops the gradients "
         "through the tf.map_fn's result: tf.stop_gradient does that to the call); --fix "
-        "writes tf.stop_gradient(cg.batch_divergence(tf.gradients(f, x)[0], x))")
+        "writes tf.stop_gradient(cg.batch_divergence(df, x))")
     assert "tf.gradients differentiates the batch sum of f" in found.message
     inline = _WAVE.replace("df[..., i]", "tf.gradients(f, x)[0][..., i]")
     assert "two tf.gradients graphs per dimension" in migrate.scan_text(inline)[0].message

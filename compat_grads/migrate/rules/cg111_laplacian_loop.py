@@ -32,8 +32,8 @@ taken inside the loop):
    u = model(x)  # its shape and its rows not proved
    u_x = tf.gradients(u, x)[0]
    lap = sum(tf.gradients(u_x[:, i], x)[0][:, i] for i in range(x.shape[1]))
-   # --fix:
-   lap = cg.batch_divergence(tf.gradients(u, x)[0], x)
+   # --fix (the loop's own gradient, u_x, reused):
+   lap = cg.batch_divergence(u_x, x)
    u_xx = tf.stack([tf.gradients(u_x[:, i], x)[0][:, i] for i in range(d)], axis=1)
    # --fix:
    u_xx = cg.batch_hessian_diagonal(tf.reduce_sum(u, axis=tf.range(1, tf.rank(u))), x,
@@ -152,6 +152,7 @@ class Term:
     inline: bool
     clean: bool
     temp: ast.stmt | None = None
+    gradient: str | None = None  # the name `G` is held in, when not inline
 
 
 @dataclasses.dataclass(frozen=True)
@@ -240,7 +241,7 @@ def term_of(ctx: Context, call: ast.Call) -> Term | None:
         return None
     calls = (call, inner.call) if inline else (call,)
     return Term(second, calls, inner.ys, outer.xs, var, inline, inner.clean and outer.clean,
-                temp)
+                temp, None if inline else ys.value.id)
 
 
 def _column_of(ctx: Context, grad: ast.Subscript,
@@ -469,7 +470,8 @@ def _edits(ctx: Context, term: Term, form: Form) -> tuple[Edit, ...]:
     if form.kind == "laplacian" and whole and scalar and rows:
         text = w.call("batch_laplacian", w.text(term.u), x)
     elif form.kind == "laplacian" and whole:  # the divergence of the loop's own gradient
-        text = w.call("batch_divergence", f"{w.tf}.gradients({w.text(term.u)}, {x})[0]", x)
+        gradient = term.gradient or f"{w.tf}.gradients({w.text(term.u)}, {x})[0]"
+        text = w.call("batch_divergence", gradient, x)
     else:
         strategy = () if rows else ('strategy="reverse"',)
         text = w.call("batch_hessian_diagonal", w.text(term.u) if scalar else target, x,

@@ -49,8 +49,9 @@ gradient of ``g · v`` with respect to the input) is a mixed second derivative, 
 Hessian-vector product: it is not reported.
 
 :func:`~compat_grads.hvp` takes the loss as a function of the weights, ``cg.hvp(f, w,
-v)``: one forward-over-reverse product, in every mode (the double ``tf.gradients`` works
-in graphs only). ``--fix`` writes ``f`` as a lambda of the loss's own expression when the
+v)``, in every mode (the double ``tf.gradients`` works in graphs only): in a graph it
+builds that same gradient of ``<gradient, v>``, in eager code one forward-over-reverse
+product. ``--fix`` writes ``f`` as a lambda of the loss's own expression when the
 source proves the call the same:
 
 - ``tf.gradients`` has no arguments that change its values, ``w`` is one name bound once,
@@ -301,5 +302,6 @@ RULE = Rule(
              "product by double tf.gradients"),
     messages={"hvp": ("Hessian-vector product by double tf.gradients (graph only); use "
                       "{use}{why}: cg.hvp(f, w, v) takes the loss as a function f of the "
-                      "weights and computes one forward-over-reverse product, in every mode")},
+                      "weights and computes the product in every mode (in a graph the same gradient "
+                      "of <gradient, v>, in eager code forward-over-reverse)")},
     docs=DOCS, visits="gradients", check=check, why_not=WHY_NOT)
