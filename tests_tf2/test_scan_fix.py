@@ -294,8 +294,8 @@ def test_laplacian_loops_become_one_call_with_the_loops_values():
     the diagonal summed; `lap = 0` goes with its loop; the diagonal stacked dimension first
     is transposed. A `u` of shape [b] computed row by row from `x` takes the shortest calls;
     samples that may interact (a batch mean) keep the loop's values with the divergence of
-    its own gradient `g` (the Hessian's symmetry; not built a second time) and the diagonal with strategy="reverse"; a `u` of
-    unproved shape is summed per sample first."""
+    its own gradient `g` (the Hessian's symmetry; not built a second time) and the
+    diagonal with strategy="reverse"; a `u` of unproved shape is summed per sample first."""
     text = ("import tensorflow.compat.v1 as tf\n"
             "d = 3\n"
             "x = tf.placeholder(tf.float32, [None, d])\n"

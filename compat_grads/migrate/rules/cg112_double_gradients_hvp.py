@@ -302,6 +302,6 @@ RULE = Rule(
              "product by double tf.gradients"),
     messages={"hvp": ("Hessian-vector product by double tf.gradients (graph only); use "
                       "{use}{why}: cg.hvp(f, w, v) takes the loss as a function f of the "
-                      "weights and computes the product in every mode (in a graph the same gradient "
-                      "of <gradient, v>, in eager code forward-over-reverse)")},
+                      "weights and computes the product in every mode (in a graph the same "
+                      "gradient of <gradient, v>, in eager code forward-over-reverse)")},
     docs=DOCS, visits="gradients", check=check, why_not=WHY_NOT)
