@@ -133,7 +133,9 @@ def _chunk(target, source, batched, chunk):
     n = size_of(source, batched)
     if n is not None and chunk is None:
         chunk = _at_once(_graph_walk.between([target], [value_of(source)]), n)
-    return (None if chunk is None or n is None or chunk >= n else chunk), n
+    if chunk is None or n is None or chunk >= n:
+        return None, n
+    return -(-n // -(-n // chunk)), n  # as many chunks, evened out: no padded directions
 
 
 def _in_chunks(n, chunk, part):

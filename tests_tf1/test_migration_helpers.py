@@ -3,9 +3,12 @@
 exact semantics of the loops they replace, in a TF1 graph: values, shape, dtype, errors,
 whether they vectorize or run the loop."""
 
+import collections
+
 import numpy as np
 import pytest
 
+from compat_grads._cost import LOOP_ROWS
 from compat_grads._tf import tf
 from compat_grads.migrate import (
     fill_gradient_rows,
@@ -445,3 +448,43 @@ def test_map_fn_through_a_conv_net_runs_map_fn(assert_nested_close):
     (got, want), _ = _run(build)
     assert not pfor
     assert_nested_close(got, want, **TOL)
+
+
+def _built(build):
+    """The op types `build()` adds to a new graph."""
+    with tf.Graph().as_default() as graph:
+        build()
+        return collections.Counter(op.type for op in graph.get_operations())
+
+
+def _loops(counts) -> bool:
+    return counts["Enter"] > 0
+
+
+@pytest.mark.parametrize("rows", [LOOP_ROWS, LOOP_ROWS + 1])
+def test_few_rows_keep_the_loop_which_builds_faster(rows):
+    """Up to LOOP_ROWS rows the helpers build the loop they replace, op for op (as fast to
+    run, pfor's conversion dearer to build); one more row, and they vectorize."""
+    def rows_of(helper):
+        x = tf.constant(RNG.randn(rows, 3), tf.float32)
+        return helper(tf.sin(x) * 2.0, x, range(rows))
+
+    def array_loop(loop):
+        x = tf.constant(RNG.randn(rows, 3), tf.float32)
+        y = tf.reduce_sum(tf.sin(x), 1)
+
+        def body(i, acc):
+            return i + 1, acc.write(i, tf.compat.v1.gradients(y[i], x)[0])
+        return loop(lambda i, _: i < rows, body, [tf.constant(0), tf.TensorArray(
+            tf.float32, size=rows)])
+
+    def mapped(helper):
+        x = tf.constant(RNG.randn(rows), tf.float32)
+        return helper(lambda e: tf.compat.v1.gradients(tf.sin(e) * e, e)[0], x)
+
+    few = rows <= LOOP_ROWS
+    assert (_built(lambda: rows_of(gradient_rows)) == _built(lambda: rows_of(_loop))) == few
+    assert _loops(_built(lambda: array_loop(row_while_loop))) == few
+    assert _loops(_built(lambda: mapped(gradient_map_fn))) == few
+    assert _loops(_built(lambda: array_loop(_while)))
+    assert _loops(_built(lambda: mapped(tf.compat.v1.map_fn)))

@@ -384,6 +384,16 @@ def test_the_default_chunk_keeps_the_largest_tangent_small():
     assert chunk(None, 64, 100) is None  # an unknown batch: one walk
 
 
+def test_chunks_are_evened_out_with_no_padded_directions():
+    """30 directions in chunks of at most 12 run as 3 chunks of 10: a padded last chunk (6
+    of 12 real) carried 6 zero directions through every op."""
+    with tf.Graph().as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [4, 30])
+        u = tf.reduce_sum(tf.tanh(x), 1)
+        assert [fl._chunk(u, x, True, at_most) for at_most in (12, 7, 29, 30, 31)] == [
+            (10, 30), (6, 30), (15, 30), (None, 30), (None, 30)]
+
+
 ACTIVATIONS = {"TanhGrad": tf.tanh, "SigmoidGrad": tf.sigmoid, "ReluGrad": tf.nn.relu,
                "Relu6Grad": lambda a: tf.nn.relu6(3 * a), "EluGrad": tf.nn.elu,
                "SqrtGrad": lambda a: tf.sqrt(1 + a * a),

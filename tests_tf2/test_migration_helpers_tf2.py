@@ -7,7 +7,8 @@ import tensorflow as tf
 
 from compat_grads import migrate
 
-X = np.linspace(-1.0, 1.0, 8).reshape(4, 2).astype(np.float32)
+N = 12  # rows: more than compat_grads._cost.LOOP_ROWS, which keep the loop
+X = np.linspace(-1.0, 1.0, 2 * N).reshape(N, 2).astype(np.float32)
 W = np.array([[0.5, -1.0, 0.3], [2.0, 0.3, -0.4]], np.float32)
 LOOPS = {"While", "StatelessWhile"}
 
@@ -20,14 +21,14 @@ def _tape_loop(loop, x, w):
             row = tf.tanh(tf.matmul(x, w))[i]
         return i + 1, acc.write(i, tape.gradient(row, x))
 
-    return loop(lambda i, _: i < 4, body, [0, tf.TensorArray(tf.float32, size=4)])
+    return loop(lambda i, _: i < N, body, [0, tf.TensorArray(tf.float32, size=N)])
 
 
 def _oracle():
     """d sum_j tanh(x_i w)_j / dx, row i nonzero only: (1 - tanh^2) w^T."""
-    rows = np.zeros((4, 4, 2), np.float32)
+    rows = np.zeros((N, N, 2), np.float32)
     local = (1.0 - np.tanh(X @ W) ** 2) @ W.T
-    for i in range(4):
+    for i in range(N):
         rows[i, i] = local[i]
     return rows
 
@@ -41,7 +42,7 @@ def test_row_while_loop_equals_the_loop_and_the_oracle(mode):
 
     run = tf.function(both) if mode == "tf.function" else both
     i, rows, j, want = run(tf.constant(X), tf.constant(W))
-    assert int(i) == int(j) == 4
+    assert int(i) == int(j) == N
     np.testing.assert_allclose(rows.numpy(), want.numpy(), rtol=2e-5, atol=1e-6)
     np.testing.assert_allclose(rows.numpy(), _oracle(), rtol=2e-5, atol=1e-6)
 
@@ -51,14 +52,14 @@ def test_row_while_loop_vectorizes_in_a_tf_function():
         return _tape_loop(migrate.row_while_loop, x, w)[1].stack()
 
     graph = tf.function(ours).get_concrete_function(
-        tf.TensorSpec([4, 2], tf.float32), tf.TensorSpec([2, 3], tf.float32)).graph
+        tf.TensorSpec([N, 2], tf.float32), tf.TensorSpec([2, 3], tf.float32)).graph
     # pfor may loop over the one op it cannot vectorize (the gradient of `y[i]`, a cheap
     # scatter), inside its own scope; the body's own loop is gone
     loops = [op.name for op in graph.get_operations() if op.type in LOOPS]
     assert all("/pfor/" in name for name in loops), loops
     theirs = tf.function(lambda x, w: _tape_loop(tf.while_loop, x, w)[1].stack())
     graph = theirs.get_concrete_function(
-        tf.TensorSpec([4, 2], tf.float32), tf.TensorSpec([2, 3], tf.float32)).graph
+        tf.TensorSpec([N, 2], tf.float32), tf.TensorSpec([2, 3], tf.float32)).graph
     assert {op.type for op in graph.get_operations()} & LOOPS
 
 
@@ -73,10 +74,10 @@ def test_row_while_loop_traces_the_body_once_when_it_vectorizes(pfor_conversions
                 tape.watch(x)
                 row = tf.tanh(tf.matmul(x, w))[i]
             return i + 1, acc.write(i, tape.gradient(row, x))
-        return loop(lambda i, _: i < 4, body, [0, tf.TensorArray(tf.float32, size=4)])
+        return loop(lambda i, _: i < N, body, [0, tf.TensorArray(tf.float32, size=N)])
 
     graph = tf.function(lambda x, w: counted(migrate.row_while_loop, x, w)[1].stack())
-    graph.get_concrete_function(tf.TensorSpec([4, 2]), tf.TensorSpec([2, 3]))
+    graph.get_concrete_function(tf.TensorSpec([N, 2]), tf.TensorSpec([2, 3]))
     assert len(traced) == 1 and pfor_conversions
 
 
@@ -94,11 +95,11 @@ def test_a_body_that_differentiates_a_loop_runs_the_while_loop_without_pfor(
                 tape.watch(x)
                 row = tf.reduce_sum(recurrent(x, w)[i])
             return i + 1, acc.write(i, tape.gradient(row, x))
-        return loop(lambda i, _: i < 4, body, [0, tf.TensorArray(tf.float32, size=4)])[1].stack()
+        return loop(lambda i, _: i < N, body, [0, tf.TensorArray(tf.float32, size=N)])[1].stack()
 
     ours = tf.function(lambda x, w: rows(migrate.row_while_loop, x, w))
     theirs = tf.function(lambda x, w: rows(tf.while_loop, x, w))
-    x2 = tf.constant(np.linspace(-1.0, 1.0, 8).reshape(4, 2).astype(np.float32))
+    x2 = tf.constant(X)
     np.testing.assert_allclose(ours(x2, tf.constant(W)), theirs(x2, tf.constant(W)),
                                rtol=1e-6, atol=1e-7)
     assert not pfor_conversions, "pfor converted a row it cannot vectorize"

@@ -30,7 +30,8 @@ def row_while_loop(cond, body, loop_vars, **kwargs):
     no random numbers or other state changes), the rows are computed at once with
     `tf.vectorized_map` (which runs the body's own ops, gradients included, for every index
     together, with the converters compat_grads gives its own rows: the gradient of `y[i]`
-    without a loop of pfor's) and scattered into the TensorArray, unless
+    without a loop of pfor's) and scattered into the TensorArray, unless `n` is known
+    while building and at most 8 (there the loop builds faster and runs as fast), or
     the static rule of `compat_grads._cost`, reading the ops and sizes of that one row,
     finds the loop faster (convolutions, pooling, TF2 loops, also one inside a function
     the row calls, as in an LSTM layer, large rows). Otherwise, and in eager mode, the
@@ -51,7 +52,8 @@ def gradient_map_fn(fn, elems, **kwargs):
     """`tf.compat.v1.map_fn(fn, elems, **kwargs)` for a `fn` that takes gradients of its
     element: with one float tensor `elems` in a graph or `tf.function` and an `fn` that
     returns one tensor of the same dtype (and makes nothing random), computed with
-    `tf.vectorized_map(fn, elems)` for every element together, unless the static rule of
+    `tf.vectorized_map(fn, elems)` for every element together, unless there are at most 8
+    elements (the loop builds faster and runs as fast) or the static rule of
     `compat_grads._cost`, reading the ops and sizes of one element's call, finds `map_fn`
     faster; otherwise by `map_fn`.
 
@@ -99,7 +101,7 @@ def _vectorized_loop(cond, body, loop_vars, kwargs):
         return None
     dtype = start.dtype if tf.is_tensor(start) else tf.int32
     count = _bound(cond, tf.zeros([], dtype), array)
-    if count is None:
+    if count is None or _few(tf.get_static_value(count)):
         return None
     indices = tf.range(tf.maximum(count, 0))
     # Not converted by AutoGraph: tf.while_loop does not convert its body either.
@@ -113,6 +115,12 @@ def _vectorized_loop(cond, body, loop_vars, kwargs):
     if kwargs.get("back_prop") is False:
         rows = tf.stop_gradient(rows)
     return type(loop_vars)([tf.maximum(count, 0), array.scatter(indices, rows)])
+
+
+def _few(rows) -> bool:
+    """Whether `rows` (None: known at run time only) are few enough that the loop builds
+    faster and runs as fast (`_cost.LOOP_ROWS`): decided before the body is traced."""
+    return rows is not None and int(rows) <= _cost.LOOP_ROWS
 
 
 def _bound(cond, index, array):
@@ -215,6 +223,8 @@ def _vectorized_map(fn, elems, kwargs):
             raise _NotTheForm
         return out
 
+    if _few(tf.compat.dimension_value(elems.shape[0])):
+        return None
     one = tf.autograph.experimental.do_not_convert(element)  # as map_fn does not convert fn
     try:
         out = tf.vectorized_map(_if_vectorizing_wins(

@@ -30,7 +30,8 @@ def gradient_rows(ys, xs, indices, axis=0, index=0, flat=False):
     slice sums (`compat_grads.stacked_jacobian`) when `ys` is one float tensor of known rank
     in a graph or `tf.function`, `indices` are integers within its static length (or the
     length is unknown and none is negative), the source is a float tensor or variable
-    that appears once in `xs`, and the static rule of `compat_grads._cost` does not run
+    that appears once in `xs`, there are more than 8 rows (up to 8 the loop builds faster
+    and runs as fast), and the static rule of `compat_grads._cost` does not run
     these rows one by one (convolutions, pooling, or large rows: there the loop is
     faster); otherwise by the loop itself, errors included.
 
@@ -191,8 +192,10 @@ def _positions(indices, length):
 def _jacobian_rows(ys, source, positions, axis):
     """The Jacobian of the chosen slice sums; None when not connected, when compat_grads
     cannot compute it, or when the static rule runs these rows one by one (the loop is the
-    faster code then): the loop then runs, and raises what it raises."""
-    if not _cost.plan_for(len(positions), [ys], [source]).vectorized:
+    faster code then), as it does for `_cost.LOOP_ROWS` rows or fewer (as fast, and faster
+    to build): the loop then runs, and raises what it raises."""
+    if len(positions) <= _cost.LOOP_ROWS or not _cost.plan_for(
+            len(positions), [ys], [source]).vectorized:
         return None
     others = [a for a in range(ys.shape.rank) if a != axis]
     sums = tf.reduce_sum(ys, axis=others) if others else ys
