@@ -1,12 +1,14 @@
 """compat_grads: Jacobian-type derivatives with one API in TF1 graphs and TF2 eager code.
 
 The derivative functions load TensorFlow on first use, not at `import compat_grads`: the
-`compat-grads scan` tool and the exceptions need no TensorFlow.
+`compat-grads scan` tool and the exceptions need no TensorFlow. A program that imported
+TensorFlow first loads them at `import compat_grads` (below).
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import TYPE_CHECKING
 
 from compat_grads._errors import (
@@ -94,3 +96,13 @@ def __getattr__(name: str):
 
 def __dir__() -> list:
     return sorted({*globals(), *__all__})
+
+
+# TensorFlow already loaded (a program's `import tensorflow` came first): the derivative
+# functions and the helpers `scan --fix` writes load now, at the import, not inside the
+# program's first call (whose graph then builds in the time of the others: about 20 ms of
+# imports, with cached bytecode, had landed in the first graph's build). Neither changes
+# TensorFlow's state.
+if "tensorflow" in sys.modules:
+    importlib.import_module("compat_grads.api")
+    importlib.import_module("compat_grads.migrate.runtime")

@@ -74,6 +74,31 @@ def test_import_changes_no_global_state():
     assert done.stdout.strip() == "same"
 
 
+def test_import_after_tensorflow_loads_the_functions_not_the_first_call():
+    """A program that imported TensorFlow first loads the derivative functions (and the
+    helpers scan --fix writes) at `import compat_grads`: its first graph builds in the time
+    of the others. Imported alone (the scanner), compat_grads loads no TensorFlow."""
+    done = _python("""
+        import sys
+        import compat_grads
+        alone = {"tensorflow", "compat_grads.api"} & set(sys.modules)
+        import tensorflow
+        import compat_grads.migrate
+        print(sorted(alone), "compat_grads.api" in sys.modules)
+    """)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[0] == "[] False"
+    done = _python("""
+        import sys
+        import tensorflow
+        import compat_grads
+        print(all(m in sys.modules for m in ("compat_grads.api",
+                                              "compat_grads.migrate.runtime")))
+    """)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True"
+
+
 def _import_without_tensorflow(error, packages_distributions, code):
     """Runs `code` in a Python where `import tensorflow` fails with ImportError(`error`) and
     importlib's packages_distributions() returns the expression `packages_distributions`."""
