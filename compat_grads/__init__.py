@@ -11,17 +11,17 @@ import importlib
 import sys
 from typing import TYPE_CHECKING
 
-from compat_grads._errors import (
+from compat_grads._src.core.errors import (
     DerivativeError,
     MemoryWarning,
     ModeError,
     VectorizationWarning,
     XlaWarning,
 )
-from compat_grads._memory import MemoryPlan, memory_plans
+from compat_grads._src.memory import MemoryPlan, memory_plans
 
 if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and IDEs
-    from compat_grads._compile import clear_cache
+    from compat_grads._src.call.compile import clear_cache
     from compat_grads.api import (
         batch_divergence,
         batch_hessian,
@@ -50,7 +50,7 @@ _LAZY = {
                      "hessian_diagonal", "hvp", "jvp", "laplacian", "per_element_gradients",
                      "per_example_gradients", "stacked_jacobian", "vjp"), "compat_grads.api"),
     "check_derivatives": "compat_grads.testing",  # loads compat_grads.testing on first use
-    "clear_cache": "compat_grads._compile",
+    "clear_cache": "compat_grads._src.call.compile",
     "execution_mode": "compat_grads.dispatch",
 }
 

@@ -1,12 +1,21 @@
 """The public functions: each is its signature, its docstring and one call of the call path
-(`compat_grads._call`) with its spec (`compat_grads._specs`)."""
+(`compat_grads._src.call.run`) with its spec (`compat_grads._src.call.specs`)."""
 
 from __future__ import annotations
 
-from compat_grads import _call, _specs
-from compat_grads._options import MAX_BYTES
-from compat_grads._tf import tf
-from compat_grads._types import Budget, ChunkSize, Nest, Strategy, Target, TensorLike, Unconnected
+from compat_grads._src.call import run as _call
+from compat_grads._src.call import specs as _specs
+from compat_grads._src.call.options import MAX_BYTES
+from compat_grads._src.core.tf import tf
+from compat_grads._src.core.types import (
+    Budget,
+    ChunkSize,
+    Nest,
+    Strategy,
+    Target,
+    TensorLike,
+    Unconnected,
+)
 
 __all__ = ["batch_divergence", "batch_hessian", "batch_hessian_diagonal", "batch_jacobian",
            "batch_laplacian", "divergence", "hessian", "hessian_diagonal", "hvp", "jvp",
@@ -388,8 +397,8 @@ def vjp(f, primals: Nest, cotangents: Nest, *, compile: bool = True,
 
 # The second-order functions live in their own module (this one would pass 500 lines): they
 # are part of this module's public names all the same.
-from compat_grads._api_second_order import batch_hessian, hessian, hvp  # noqa: E402
-from compat_grads._api_traces import (  # noqa: E402
+from compat_grads._src.api.second_order import batch_hessian, hessian, hvp  # noqa: E402
+from compat_grads._src.api.traces import (  # noqa: E402
     batch_divergence,
     batch_hessian_diagonal,
     batch_laplacian,

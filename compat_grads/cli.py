@@ -8,7 +8,8 @@ import argparse
 import textwrap
 import time
 
-from compat_grads import __version__, _quiet, bench, migrate
+from compat_grads import __version__, bench, migrate
+from compat_grads._src.console import quiet as _quiet
 from compat_grads.testing import check_command
 
 DESCRIPTION = """\

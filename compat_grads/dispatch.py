@@ -10,14 +10,14 @@
 traced inside such a graph; "function" is a `tf.function` traced from eager code.
 """
 
-from compat_grads._errors import ModeError, message
-from compat_grads._models import is_keras3
-from compat_grads._structure import Problem, eager_tensor_error, graph_of, leaf_paths
-from compat_grads._tf import graph_in_xla_context, tf
-from compat_grads._types import Mode
-from compat_grads._value import Capture
-from compat_grads.backends.graph import GraphBackend
-from compat_grads.backends.tape import TapeBackend
+from compat_grads._src.backends.graph import GraphBackend
+from compat_grads._src.backends.tape import TapeBackend
+from compat_grads._src.call.value import Capture
+from compat_grads._src.core.errors import ModeError, message
+from compat_grads._src.core.models import is_keras3
+from compat_grads._src.core.structure import Problem, eager_tensor_error, graph_of, leaf_paths
+from compat_grads._src.core.tf import graph_in_xla_context, tf
+from compat_grads._src.core.types import Mode
 
 GRAPH: Mode = "graph"
 FUNCTION: Mode = "function"

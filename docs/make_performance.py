@@ -93,8 +93,8 @@ EXTREMES = {
     ("tall", None): "the best forward recipes (vectorized_map of ForwardAccumulator, JAX's "
                     "jacfwd) push the 500 one-hot tangents through A x, a product of A with "
                     "the 500 x 500 identity; stacked_jacobian takes each one-hot's tangent "
-                    "as A's own column (compat_grads._one_hot_products) and is left with "
-                    "one elementwise pass.",
+                    "as A's own column (compat_grads._src.jacobians.one_hot_products) and "
+                    "is left with one elementwise pass.",
     ("J·1", 0): "TensorFlow's best in tf.function builds the whole 4,000 x 500 Jacobian and "
                 "sums it; per_element_gradients is one forward product.",
     ("oneDNN on", 0): "with oneDNN's kernels, vectorized_map(GradientTape) "
@@ -268,11 +268,12 @@ def _yardstick_section(report) -> list:
 
 
 def _rule_section(routes, second_order=None) -> list:
-    """When compat_grads vectorizes: the rule, its thresholds read from compat_grads._cost
+    """When compat_grads vectorizes: the rule, its thresholds read from
+    compat_grads._src.stacking.cost
     (written there once), and the measurements behind it (`routes`, from
     `python -m compat_grads.bench.routes`; `second_order`, from
     `python -m compat_grads.bench.second_order_rows`), when there are any."""
-    from compat_grads import _cost
+    from compat_grads._src.stacking import cost as _cost
 
     kib = _cost.ROW_BYTES // 2**10
     low, high = _cost.GRADIENT_ROWS
@@ -354,7 +355,7 @@ def _rule_section(routes, second_order=None) -> list:
 def _second_order_paragraph(rows) -> list:
     """The window for rows through a gradient, and its measurements (`rows`) when there are
     any: what they show in each state, then per size nested tapes' time over each plan's."""
-    from compat_grads import _cost
+    from compat_grads._src.stacking import cost as _cost
     from compat_grads.bench import second_order_rows as sor
 
     lines = [

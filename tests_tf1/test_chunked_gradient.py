@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import compat_grads as cg
-from compat_grads._tf import tf
+from compat_grads._src.core.tf import tf
 
 
 @pytest.mark.parametrize("strategy", ["reverse", "forward"])

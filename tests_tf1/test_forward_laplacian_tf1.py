@@ -1,11 +1,11 @@
-"""The forward Laplacian (compat_grads._forward_laplacian) in a TF1 graph, against
+"""The forward Laplacian (compat_grads._src.traces.forward_laplacian) in a TF1 graph, against
 tf.hessians and tf.gradients per dimension, in float64."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from compat_grads import _forward_laplacian as fl
+from compat_grads._src.traces import forward_laplacian as fl
 
 RTOL = 1e-10
 RNG = np.random.default_rng(0)

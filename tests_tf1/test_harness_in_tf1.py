@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from compat_grads import ModeError
-from compat_grads._tf import tf
+from compat_grads._src.core.tf import tf
 from compat_grads.testing import compare_port, modes
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import compat_grads as cg
-from compat_grads._tf import tf
+from compat_grads._src.core.tf import tf
 from compat_grads.migrate import gradient_row_list, gradient_rows
 
 RNG = np.random.RandomState(3)

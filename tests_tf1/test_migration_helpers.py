@@ -8,8 +8,8 @@ import collections
 import numpy as np
 import pytest
 
-from compat_grads._cost import LOOP_ROWS
-from compat_grads._tf import tf
+from compat_grads._src.core.tf import tf
+from compat_grads._src.stacking.cost import LOOP_ROWS
 from compat_grads.migrate import (
     fill_gradient_rows,
     gradient_map_fn,
@@ -344,7 +344,7 @@ def test_rows_of_a_gathered_source_stay_indexed_slices(variable):
     assert got_stacked.shape == (4, 6, 3)
 
 
-# -- where the static rule (compat_grads._cost) keeps the loop ------------------------------
+# -- where the static rule (compat_grads._src.stacking.cost) keeps the loop -------------
 
 
 def _class_net():

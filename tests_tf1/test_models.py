@@ -28,7 +28,7 @@ def test_weights_jacobian_and_per_example_in_the_keras_session():
     import numpy as np
 
     import compat_grads as cg
-    from compat_grads._tf import tf
+    from compat_grads._src.core.tf import tf
 
     case = [c for c in models.CASES if c.name == "mlp"][0]
     x, y = models.inputs(case)

@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 import compat_grads as cg
-from compat_grads import _one_hot_products
+from compat_grads._src.jacobians import one_hot_products as _one_hot_products
 from compat_grads.testing import spies
 
 RNG = np.random.default_rng(11)

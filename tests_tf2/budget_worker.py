@@ -14,7 +14,7 @@ import sys
 import numpy as np
 
 import compat_grads as cg
-from compat_grads._tf import tf
+from compat_grads._src.core.tf import tf
 from compat_grads.bench.timing import reset_peak_rss, rss_mb
 
 BATCH = 4

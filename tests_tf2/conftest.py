@@ -6,7 +6,7 @@ import importlib
 
 import pytest
 
-from compat_grads._tf import tf
+from compat_grads._src.core.tf import tf
 from compat_grads.testing import tolerances
 from compat_grads.testing.devices import logical_cpus
 

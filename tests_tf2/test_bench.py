@@ -284,7 +284,7 @@ def test_timing_waits_for_eager_results_without_copying_them():
     """Each timed call waits for its eager tensors through a view of their buffers: never
     `numpy()`, which copies the whole result (a cost no caller pays, and JAX's recipes do
     not pay it)."""
-    from compat_grads._tf import tf
+    from compat_grads._src.core.tf import tf
 
     class Result(np.ndarray):  # an array whose copy through numpy() fails the test
         def numpy(self):

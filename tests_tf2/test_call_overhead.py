@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 import compat_grads as cg
-from compat_grads import _compile, _options
-from compat_grads._tf import tf
+from compat_grads._src.call import compile as _compile
+from compat_grads._src.call import options as _options
+from compat_grads._src.core.tf import tf
 
 
 def test_plain_options_are_checked_once():

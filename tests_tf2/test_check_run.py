@@ -19,7 +19,8 @@ import time
 import numpy as np
 import pytest
 
-from compat_grads import _progress, cli
+from compat_grads import cli
+from compat_grads._src.console import progress as _progress
 from compat_grads.bench import first_run
 from compat_grads.testing import check_command, matrix, models, modes, routes
 from compat_grads.testing.process import first_error_line
@@ -336,7 +337,7 @@ def test_no_item_matches_in_quick_and_full(capsys):
 
 
 def test_models_without_keras2_say_what_to_install(monkeypatch, capsys):
-    from compat_grads import _tf
+    from compat_grads._src.core import tf as _tf
 
     def missing():
         raise ImportError("TensorFlow 2.21.0's Keras 2 is the tf_keras package, but it could "
@@ -350,7 +351,7 @@ def test_models_without_keras2_say_what_to_install(monkeypatch, capsys):
 
 
 def test_keras2_names_the_package_to_install(monkeypatch):
-    from compat_grads import _tf
+    from compat_grads._src.core import tf as _tf
 
     monkeypatch.setattr(_tf, "KERAS2_BUILT_IN", False)
     monkeypatch.setitem(sys.modules, "tf_keras", None)  # import tf_keras now fails

@@ -47,7 +47,7 @@ def test_check_unknown_pattern_exits_2(capsys):
 
 
 def test_check_warns_of_two_tensorflows(capsys, monkeypatch):
-    from compat_grads import _tf
+    from compat_grads._src.core import tf as _tf
 
     two = ["tensorflow 2.21.0", "tensorflow_cpu 2.21.0"]
     monkeypatch.setattr(_tf, "tensorflow_distributions", lambda: two)

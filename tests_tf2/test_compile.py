@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 import compat_grads as cg
-from compat_grads import _compile
+from compat_grads._src.call import compile as _compile
 
 X = tf.constant([[0.5, -1.0, 2.0], [1.5, 0.25, -0.5]])
 

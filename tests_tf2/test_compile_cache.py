@@ -16,7 +16,7 @@ def test_a_dropped_model_and_its_weights_are_freed_at_once():
     import gc
     import weakref
 
-    from compat_grads import _compile
+    from compat_grads._src.call import compile as _compile
     from compat_grads.testing import models
 
     def use_a_model():
@@ -69,7 +69,7 @@ def _inputs_of_size(n):
 
 
 def test_threads_share_one_cached_function_with_different_shapes():
-    from compat_grads import _compile
+    from compat_grads._src.call import compile as _compile
 
     cg.clear_cache()
     alone = {n: cg.stacked_jacobian(_sine_times_sum, tf.constant(_inputs_of_size(n))).numpy()
@@ -88,7 +88,7 @@ def test_threads_share_one_cached_function_with_different_shapes():
 
 
 def test_threads_with_many_callables_keep_the_cache_bounded(monkeypatch):
-    from compat_grads import _compile
+    from compat_grads._src.call import compile as _compile
 
     cg.clear_cache()
     monkeypatch.setattr(_compile.CACHE, "size", 4)

@@ -1,4 +1,5 @@
-"""The static rule that decides how rows run for strategy="auto" (compat_grads._cost): given
+"""The static rule that decides how rows run for strategy="auto" (compat_grads._src.stacking.cost):
+given
 sizes and op types it picks vectorized, separate passes or a while_loop; the routes it picks
 give the values of the explicit strategies. No timings here: the measurements
 behind the thresholds are in docs/performance.rst."""
@@ -8,8 +9,8 @@ import pytest
 import tensorflow as tf
 
 import compat_grads as cg
-from compat_grads import _cost
-from compat_grads._cost import FEW_ROWS, GRADIENT_ROWS, ROW_BYTES, Facts, Plan, plan
+from compat_grads._src.stacking import cost as _cost
+from compat_grads._src.stacking.cost import FEW_ROWS, GRADIENT_ROWS, ROW_BYTES, Facts, Plan, plan
 
 SMALL = Facts(4 * 2**10, frozenset({"MatMul", "Tanh"}))
 

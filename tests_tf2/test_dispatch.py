@@ -10,9 +10,9 @@ import tensorflow as tf
 
 import compat_grads as cg
 from compat_grads import dispatch
-from compat_grads._structure import make_problem
-from compat_grads.backends.graph import GraphBackend
-from compat_grads.backends.tape import TapeBackend
+from compat_grads._src.backends.graph import GraphBackend
+from compat_grads._src.backends.tape import TapeBackend
+from compat_grads._src.core.structure import make_problem
 
 
 def test_modes():
@@ -156,7 +156,7 @@ def test_import_failure_survives_unreadable_package_metadata():
 
 
 def test_two_tensorflows_advice_is_empty_for_one():
-    from compat_grads._tf import two_tensorflows_advice
+    from compat_grads._src.core.tf import two_tensorflows_advice
 
     assert two_tensorflows_advice([]) == two_tensorflows_advice(["tensorflow 2.21.0"]) == ""
 
@@ -164,7 +164,7 @@ def test_two_tensorflows_advice_is_empty_for_one():
 def test_the_test_environment_holds_one_tensorflow():
     # tox.ini installs `tensorflow`, not `tensorflow-cpu`, wherever tf-keras (which requires
     # `tensorflow`) is installed: CI once loaded a mix of the two wheels' libraries.
-    from compat_grads._tf import tensorflow_distributions
+    from compat_grads._src.core.tf import tensorflow_distributions
 
     assert len(tensorflow_distributions()) == 1, tensorflow_distributions()
 
@@ -173,7 +173,7 @@ def test_the_test_environment_holds_one_tensorflow():
                                           ("2.21.0rc1", False), ("2.23.0-dev20261026", False),
                                           ("3.0.0", False)])
 def test_version_gate(version, old):
-    from compat_grads._tf import MIN_VERSION, _version_tuple
+    from compat_grads._src.core.tf import MIN_VERSION, _version_tuple
 
     assert (_version_tuple(version) < MIN_VERSION) == old
 

@@ -9,7 +9,7 @@ import runpy
 import sys
 import zlib
 
-from compat_grads._tf import tf
+from compat_grads._src.core.tf import tf
 
 DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs"
 
@@ -118,7 +118,7 @@ def test_performance_page_tables():
 
 
 def test_performance_page_states_the_vectorizing_rule_and_its_measurements():
-    from compat_grads import _cost
+    from compat_grads._src.stacking import cost as _cost
 
     report = {"measures": [], "quick": True, "targets": [], "memory": [], "tf1_graph": [],
               "tf1_cnn": [{"batch": 4, "recipe": "compat_grads gradient_rows", "build_s": 0.2,
@@ -136,10 +136,10 @@ def test_performance_page_states_the_vectorizing_rule_and_its_measurements():
 
 
 def test_performance_page_states_the_window_for_rows_through_a_gradient():
-    """The window's thresholds come from compat_grads._cost; its table (from
+    """The window's thresholds come from compat_grads._src.stacking.cost; its table (from
     `python -m compat_grads.bench.second_order_rows`) gives nested tapes' time over each
     plan's, per size and state; without a run, the paragraph and no table."""
-    from compat_grads import _cost
+    from compat_grads._src.stacking import cost as _cost
     from compat_grads.bench import second_order_rows as sor
 
     report = {"measures": [], "quick": True, "targets": [], "memory": [], "tf1_graph": []}

@@ -1,11 +1,12 @@
-"""The forward Laplacian (compat_grads._forward_laplacian) in a tf.function and in a v1 graph
+"""The forward Laplacian (compat_grads._src.traces.forward_laplacian) in a tf.function and in a v1
+graph
 of TF2, against the diagonal and trace of a nested-tape Hessian, in float64."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from compat_grads import _forward_laplacian as fl
+from compat_grads._src.traces import forward_laplacian as fl
 
 RTOL = 1e-10
 RNG = np.random.default_rng(0)
@@ -472,7 +473,7 @@ def test_the_gradient_ops_have_no_second_order_rule():
 def test_shapes_a_gradient_computes_are_read_as_tensorflow_computes_them(first, second):
     """The axes a broadcast's gradient sums over (BroadcastGradientArgs of known shapes, and
     slices of them), which the rules read where tf.get_static_value does not fold them."""
-    from compat_grads import _linear_jets
+    from compat_grads._src.traces import linear_jets as _linear_jets
 
     with tf.Graph().as_default():
         shapes = [tf.constant(s, tf.int32, shape=[len(s)]) for s in (first, second)]

@@ -146,7 +146,7 @@ def test_api_has_only_public_functions_each_a_short_body():
 
 
 def test_every_public_docstring_names_every_argument_in_full():
-    # the shared paragraphs (compat_grads._docs) are filled in at import: help() shows them
+    # the shared paragraphs (compat_grads._src.api.docs) are filled in at import: help() shows them
     import inspect
     import re
 

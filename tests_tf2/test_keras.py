@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import compat_grads as cg
-from compat_grads._tf import KERAS2_BUILT_IN, tf
+from compat_grads._src.core.tf import KERAS2_BUILT_IN, tf
 from compat_grads.testing import models
 
 MLP = [c for c in models.CASES if c.name == "mlp"][0]
@@ -197,7 +197,7 @@ def test_inputs_and_labels_must_have_the_same_number_of_examples():
 def test_a_subclassed_keras3_model_is_recognised():
     import keras
 
-    from compat_grads._models import is_keras3
+    from compat_grads._src.core.models import is_keras3
 
     class Mine(keras.Model):
         def call(self, x):
@@ -207,7 +207,7 @@ def test_a_subclassed_keras3_model_is_recognised():
 
 
 def test_keras2_models_are_never_taken_for_keras3():
-    from compat_grads._models import is_keras3
+    from compat_grads._src.core.models import is_keras3
 
     model = models.build_model(MLP)
     assert not is_keras3(model)

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 import compat_grads as cg
-from compat_grads import _stacking
-from compat_grads._tf import tf
+from compat_grads._src.core.tf import tf
+from compat_grads._src.stacking import stack as _stacking
 from compat_grads.testing import bad_input_routes as r
 
 RNG = np.random.default_rng(3)

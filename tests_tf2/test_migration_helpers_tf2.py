@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from compat_grads import migrate
 
-N = 12  # rows: more than compat_grads._cost.LOOP_ROWS, which keep the loop
+N = 12  # rows: more than compat_grads._src.stacking.cost.LOOP_ROWS, which keep the loop
 X = np.linspace(-1.0, 1.0, 2 * N).reshape(N, 2).astype(np.float32)
 W = np.array([[0.5, -1.0, 0.3], [2.0, 0.3, -0.4]], np.float32)
 LOOPS = {"While", "StatelessWhile"}

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import compat_grads as cg
-from compat_grads import _one_hot_products
-from compat_grads._tf import tf
+from compat_grads._src.core.tf import tf
+from compat_grads._src.jacobians import one_hot_products as _one_hot_products
 from compat_grads.testing import spies
 
 RNG = np.random.default_rng(7)
@@ -198,7 +198,7 @@ def test_no_product_with_the_identity_is_built(strategy):
 
 def _strategy_chosen(monkeypatch, run):
     """The direction 'auto' picked while `run()` built its graph."""
-    from compat_grads import _jacobians
+    from compat_grads._src.jacobians import jacobians as _jacobians
 
     picked, choose = [], _jacobians.choose_strategy
 

@@ -1,5 +1,6 @@
 """Rows vectorize without pfor's while_loop or tiling where compat_grads gives an op its own
-converter (`compat_grads._pfor_converters`): the filter gradient of a per-row input against
+converter (`compat_grads._src.stacking.pfor_converters`): the filter gradient of a per-row input
+against
 TensorFlow's own on every padding, stride, dilation and layout, the depthwise forward pass
 with a shared kernel, the activation gradients with a shared forward value, and the
 per-example gradients of each convolution layer kind against a Python loop of
@@ -14,8 +15,8 @@ import numpy as np
 import pytest
 
 import compat_grads as cg
-from compat_grads import _pfor_converters
-from compat_grads._tf import keras2, tf
+from compat_grads._src.core.tf import keras2, tf
+from compat_grads._src.stacking import pfor_converters as _pfor_converters
 
 RNG = np.random.default_rng(0)
 LOOPS = {"While", "StatelessWhile"}
@@ -382,7 +383,7 @@ def test_activation_gradients_of_a_per_row_value_keep_tensorflows_conversion():
 
 
 def test_tensorflows_registry_is_left_as_it_was():
-    from compat_grads._tf import _pfor as pfor
+    from compat_grads._src.core.tf import _pfor as pfor
 
     before = dict(pfor._pfor_converter_registry)
     _rows(lambda i: tf.raw_ops.TanhGrad(y=tf.ones([3], tf.float64),

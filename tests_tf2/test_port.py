@@ -7,7 +7,7 @@ import numpy as np
 import port_models as pm
 import pytest
 
-from compat_grads._tf import KERAS2_BUILT_IN, keras2, tf
+from compat_grads._src.core.tf import KERAS2_BUILT_IN, keras2, tf
 from compat_grads.testing import DERIVATIVES, PortReport, compare_port
 from compat_grads.testing.port_report import compare_values
 

@@ -7,7 +7,8 @@ import pytest
 import tensorflow as tf
 
 import compat_grads as cg
-from compat_grads import _options, _stacking
+from compat_grads._src.call import options as _options
+from compat_grads._src.stacking import stack as _stacking
 
 
 @pytest.mark.parametrize("value, expect_none", [

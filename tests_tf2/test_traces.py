@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import compat_grads as cg
-from compat_grads import _traces
-from compat_grads._tf import tf
+from compat_grads._src.core.tf import tf
+from compat_grads._src.traces import traces as _traces
 from compat_grads.testing import estimates, modes, pinn
 
 PAGE = pathlib.Path(__file__).resolve().parents[1] / "docs" / "traces.rst"

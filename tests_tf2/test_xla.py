@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 import compat_grads as cg
-from compat_grads import _cost, dispatch
-from compat_grads._tf import tf
+from compat_grads import dispatch
+from compat_grads._src.core.tf import tf
+from compat_grads._src.stacking import cost as _cost
 
 X = tf.constant(np.linspace(-1.0, 1.0, 12).reshape(3, 4))
 

@@ -6,7 +6,7 @@ so that the command line can list its options without loading TensorFlow.
 """
 
 
-from compat_grads import _quiet
+from compat_grads._src.console import quiet as _quiet
 
 
 def add_arguments(parser) -> None:

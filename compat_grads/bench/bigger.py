@@ -16,8 +16,8 @@ import time
 import numpy as np
 
 import compat_grads as cg
-from compat_grads._memory import total_bytes
-from compat_grads._tf import tf
+from compat_grads._src.core.tf import tf
+from compat_grads._src.memory import total_bytes
 from compat_grads.bench.timing import reset_peak_rss, rss_mb
 
 CHECKED = (0, 1)

@@ -31,7 +31,7 @@ def main(argv):
     count, m, n, repeats = (int(a) for a in argv)
     devices = logical_cpus(count)  # before TensorFlow runs anything
     import compat_grads as cg
-    from compat_grads._tf import tf
+    from compat_grads._src.core.tf import tf
 
     rng = np.random.default_rng(0)
     a = tf.constant((rng.standard_normal((m, n)) / np.sqrt(n)).astype(np.float32))
@@ -49,7 +49,9 @@ def main(argv):
             f, x, distribute=devices),
     }
     times = interleaved_ms(recipes, repeats)
-    from compat_grads import _call, _options, _specs
+    from compat_grads._src.call import options as _options
+    from compat_grads._src.call import run as _call
+    from compat_grads._src.call import specs as _specs
 
     share = tf.function(lambda: _call.split(
         _specs.STACKED_JACOBIAN, f, (x,), _options.Options()).piece(0, count))  # replica 0's work

@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 
-from compat_grads._tf import tf
+from compat_grads._src.core.tf import tf
 from compat_grads.bench.timing import reset_peak_rss, rss_mb
 
 

@@ -1,4 +1,5 @@
-"""The measurements behind the static rule of `compat_grads._cost`: rows vectorized (pfor),
+"""The measurements behind the static rule of `compat_grads._src.stacking.cost`: rows vectorized
+(pfor),
 in chunks, in a while_loop or as separate passes, against the legacy loop each replaces, in
 a TF1 graph. Run in its own process: `python -m compat_grads.bench.routes [REPEATS]`;
 prints one JSON line: a list of rows (workload, recipe, ms, ratio to the legacy loop,
@@ -9,7 +10,7 @@ import sys
 
 import numpy as np
 
-from compat_grads._tf import tf
+from compat_grads._src.core.tf import tf
 from compat_grads.bench.tf1_graph import CLASSES, cnn_logits
 
 LEGACY = "legacy loop"
@@ -129,7 +130,7 @@ WORKLOADS = {
 
 def measure(name, build, repeats):
     """The workload's recipes checked against the legacy loop, then timed interleaved."""
-    from compat_grads import _cost
+    from compat_grads._src.stacking import cost as _cost
     from compat_grads.bench.timing import interleaved_ms
 
     with tf.Graph().as_default():

@@ -1,4 +1,5 @@
-"""The measurements behind `compat_grads._cost.GRADIENT_ROWS`: a per-sample Hessian's few
+"""The measurements behind `compat_grads._src.stacking.cost.GRADIENT_ROWS`: a per-sample Hessian's
+few
 large rows (`batch_hessian` of a tanh MLP) vectorized or one by one, against nested tapes +
 batch_jacobian, each in `tf.function`, in a fresh process and in one that has run other
 workloads first (the state of a long-running program, and of the bench's own per-sample
@@ -14,8 +15,8 @@ import sys
 import numpy as np
 
 import compat_grads as cg
-from compat_grads import _cost
-from compat_grads._tf import tf
+from compat_grads._src.core.tf import tf
+from compat_grads._src.stacking import cost as _cost
 from compat_grads.bench import timing, workloads
 
 SIZES = [  # (batch, features = rows, hidden width)

@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 
-from compat_grads._tf import tf
+from compat_grads._src.core.tf import tf
 
 N = 50
 

@@ -18,7 +18,7 @@ import os
 import numpy as np
 
 import compat_grads as cg
-from compat_grads._tf import tf
+from compat_grads._src.core.tf import tf
 from compat_grads.bench import programs, timing
 from compat_grads.bench.traces_process import mlp, points, scalar_mlp, weights
 

@@ -59,7 +59,7 @@ def _loop_graph(tf, u, x, d):
 def tf1(repeats, b, dims):
     """Ours (the tensor form of batch_laplacian) and the loop in a TF1 graph: seconds to
     build, graph ops, then run times measured side by side."""
-    from compat_grads._tf import tf
+    from compat_grads._src.core.tf import tf
 
     tf.compat.v1.disable_v2_behavior()
     import compat_grads as cg
@@ -96,7 +96,7 @@ def deepxde(repeats, b, dims):
     import deepxde as dde
 
     import compat_grads as cg
-    from compat_grads._tf import tf
+    from compat_grads._src.core.tf import tf
     from compat_grads.bench.timing import interleaved_ms
 
     rows = []
@@ -130,7 +130,7 @@ def memory(b, d, what):
     bench/memory.py measures), and the CPU allocator's peak (tensors only) when TensorFlow
     runs with TF_CPU_ALLOCATOR_USE_BFC=true."""
     import compat_grads as cg
-    from compat_grads._tf import tf
+    from compat_grads._src.core.tf import tf
     from compat_grads.bench.timing import reset_peak_rss, rss_mb
 
     u, x = scalar_mlp(d, tf), tf.constant(points(b, d))

@@ -10,7 +10,7 @@ import dataclasses
 import numpy as np
 
 import compat_grads as cg
-from compat_grads._tf import keras2, tf
+from compat_grads._src.core.tf import keras2, tf
 from compat_grads.bench.timing import interleaved_ms
 
 try:  # optional: pip install "compat_grads[bench]" jax
@@ -392,7 +392,7 @@ def call_overhead(function, repeats):
     """The per-call cost of the compiled eager route on a tiny input: ours against the
     tf.function our cache built for the call, called directly (the same graph: only the
     call path differs)."""
-    from compat_grads import _compile
+    from compat_grads._src.call import compile as _compile
 
     x = tf.constant([0.5, -1.0, 2.0])
     v = tf.constant([1.0, 2.0, -1.0])

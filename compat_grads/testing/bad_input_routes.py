@@ -20,8 +20,9 @@ import numpy as np
 import pytest
 
 import compat_grads as cg
-from compat_grads import _jacobians, _stacking
-from compat_grads._tf import tf
+from compat_grads._src.core.tf import tf
+from compat_grads._src.jacobians import jacobians as _jacobians
+from compat_grads._src.stacking import stack as _stacking
 from compat_grads.testing import modes, tolerances
 from compat_grads.testing.routes import TF1_ROUTES, TF2_ROUTES
 

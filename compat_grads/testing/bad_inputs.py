@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import compat_grads as cg
-from compat_grads._tf import tf
+from compat_grads._src.core.tf import tf
 from compat_grads.testing import bad_input_routes as r
 from compat_grads.testing.bad_input_routes import BadInput, Error, Value, mode_of
 from compat_grads.testing.bad_inputs_mistakes import mistakes

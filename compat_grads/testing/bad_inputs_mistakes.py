@@ -5,7 +5,7 @@ connected"), told apart from a truly unconnected source: a section of the case t
 from __future__ import annotations
 
 import compat_grads as cg
-from compat_grads._tf import tf
+from compat_grads._src.core.tf import tf
 from compat_grads.testing import bad_input_routes as r
 from compat_grads.testing.bad_input_routes import BadInput, Error
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from compat_grads._tf import tf
+from compat_grads._src.core.tf import tf
 
 
 @dataclasses.dataclass(frozen=True)

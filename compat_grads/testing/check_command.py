@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from compat_grads import _progress
+from compat_grads._src.console import progress as _progress
 
 HEADER = ("case", "function", "shape", "max |route diff|", "max err vs oracle", "verdict")
 
@@ -29,7 +29,7 @@ QUICK_DOC = ("every case, strategy, unconnected mode, chunk_size and independent
 def run(args, started: float) -> int:
     """`compat-grads check` with the parsed `args`, TensorFlow already imported; `started`
     is when the command began (for the summary's time). Returns the exit status."""
-    from compat_grads._tf import tf
+    from compat_grads._src.core.tf import tf
 
     tf.get_logger().setLevel("ERROR")  # the matrix retraces on purpose; keep the output clean
     try:
@@ -110,7 +110,7 @@ def planned_work(routes, plan, bitwise=False):
 
 
 def _models_kind() -> _Kind:
-    from compat_grads._tf import keras2
+    from compat_grads._src.core.tf import keras2
     from compat_grads.testing import models, modes
 
     keras2()  # fails here, with the fix, when this release's Keras 2 is not installed
@@ -128,7 +128,7 @@ def _check(kind: _Kind, args, started: float) -> int:
     """Runs the TF1 process and the TF2 routes at the same time, then compares; prints the
     table (or JSON) and returns the exit status: 0 all agree, 1 a mismatch, 2 no item
     matches or a worker process failed."""
-    from compat_grads._tf import tensorflow_distributions, tf, two_tensorflows_advice
+    from compat_grads._src.core.tf import tensorflow_distributions, tf, two_tensorflows_advice
     from compat_grads.testing.process import WorkerError
 
     distributions = tensorflow_distributions()

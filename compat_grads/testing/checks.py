@@ -71,7 +71,7 @@ def graph_op_counts(function, strategy=None, sizes=(200, 2000, 4000), n=50) -> d
     Builds in a new graph (a TF1 graph in a TF1 process, a v1 Graph inside TF2 otherwise),
     to show that the graph does not grow with the number m of target elements.
     """
-    from compat_grads._tf import tf
+    from compat_grads._src.core.tf import tf
 
     counts = {}
     for m in sizes:
@@ -119,7 +119,7 @@ def hvp_against_hessian(case, mode):
     import numpy as np
 
     import compat_grads as cg
-    from compat_grads._tf import tf
+    from compat_grads._src.core.tf import tf
     from compat_grads.testing import tolerances
 
     sources, consts = case.inputs()

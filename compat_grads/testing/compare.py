@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from compat_grads._tf import tf
+from compat_grads._src.core.tf import tf
 from compat_grads.testing import matrix, oracle, tolerances
 from compat_grads.testing.routes import backend_of
 
@@ -65,7 +65,7 @@ def expected(item, route) -> list:
 
 
 def _flat(item, blocks):
-    """The oracle's blocks as the one matrix of `flat=True` (`compat_grads._flat`)."""
+    """The oracle's blocks as the one matrix of `flat=True` (`compat_grads._src.call.flat`)."""
     sources, consts = item.case.inputs()
     y = np.asarray(item.case.numpy_fn(sources, consts))
     shapes = [np.shape(x) for x in tf.nest.flatten(sources)]

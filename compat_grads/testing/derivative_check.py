@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from compat_grads._errors import ModeError, message
-from compat_grads._tf import tf
+from compat_grads._src.core.errors import ModeError, message
+from compat_grads._src.core.tf import tf
 from compat_grads.dispatch import runs_eagerly
 from compat_grads.testing import modes as _modes
 from compat_grads.testing import oracle, remote

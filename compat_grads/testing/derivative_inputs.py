@@ -10,8 +10,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from compat_grads._errors import describe, message
-from compat_grads._tf import tf
+from compat_grads._src.core.errors import describe, message
+from compat_grads._src.core.tf import tf
 from compat_grads.testing import modes as _modes
 from compat_grads.testing.derivative_routes import STRATEGIES
 from compat_grads.testing.port import resolve

@@ -13,8 +13,8 @@ import warnings
 
 import numpy as np
 
-from compat_grads._errors import VectorizationWarning
-from compat_grads._tf import tf
+from compat_grads._src.core.errors import VectorizationWarning
+from compat_grads._src.core.tf import tf
 from compat_grads.testing import modes as _modes
 from compat_grads.testing.derivative_report import NO_STRATEGY
 from compat_grads.testing.port import one_line

@@ -3,8 +3,8 @@ machine without accelerators."""
 
 from __future__ import annotations
 
-from compat_grads._errors import message
-from compat_grads._tf import tf
+from compat_grads._src.core.errors import message
+from compat_grads._src.core.tf import tf
 
 
 def logical_cpus(count: int) -> list[str]:

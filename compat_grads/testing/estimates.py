@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from compat_grads._tf import tf
+from compat_grads._src.core.tf import tf
 
 PROBES = 16
 SEED = 7

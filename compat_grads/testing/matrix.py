@@ -10,8 +10,8 @@ import functools
 import numpy as np
 
 import compat_grads as cg
-from compat_grads._options import STRATEGIES
-from compat_grads._tf import tf
+from compat_grads._src.call.options import STRATEGIES
+from compat_grads._src.core.tf import tf
 from compat_grads.testing.cases import CASES, Case
 from compat_grads.testing.modes import TF1, XLA, canonical
 

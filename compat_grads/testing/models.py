@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from compat_grads._tf import keras2, tf
+from compat_grads._src.core.tf import keras2, tf
 from compat_grads.testing import modes, process
 from compat_grads.testing.matrix import cover, select
 from compat_grads.testing.oracle import central_difference, unit
@@ -104,7 +104,7 @@ def _cnn(init, dtype):
 def _conv_layers(*specs):
     """Convolutions `(layer name, filters or None, options)` then a dense layer: each kind
     whose per-example filter gradients compat_grads vectorizes itself
-    (`compat_grads._pfor_converters`)."""
+    (`compat_grads._src.stacking.pfor_converters`)."""
     def layers(init, dtype):
         built = []
         for name, filters, options in specs:

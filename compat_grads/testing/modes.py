@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from compat_grads._errors import ModeError, message
+from compat_grads._src.core.errors import ModeError, message
 
 TF1 = "tf1"
 V1_GRAPH = "v1_graph"
@@ -104,7 +104,7 @@ def _is_tensor_like(leaf) -> bool:
 
 
 def _tf():
-    from compat_grads._tf import tf
+    from compat_grads._src.core.tf import tf
 
     return tf
 

@@ -12,9 +12,9 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from compat_grads._errors import ModeError, describe, message
-from compat_grads._models import is_keras_layer, unwrap_variable
-from compat_grads._tf import tf
+from compat_grads._src.core.errors import ModeError, describe, message
+from compat_grads._src.core.models import is_keras_layer, unwrap_variable
+from compat_grads._src.core.tf import tf
 from compat_grads.dispatch import runs_eagerly
 from compat_grads.testing import modes as _modes
 from compat_grads.testing import remote

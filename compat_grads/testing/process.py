@@ -30,7 +30,7 @@ import tempfile
 import threading
 import traceback
 
-from compat_grads._quiet import NATIVE_LOG
+from compat_grads._src.console.quiet import NATIVE_LOG
 
 
 class WorkerError(RuntimeError):
@@ -192,7 +192,7 @@ def main(argv=None) -> int:
     parser.add_argument("--work")
     parser.add_argument("--tf2", action="store_true")
     args = parser.parse_args(argv)
-    from compat_grads._tf import tf
+    from compat_grads._src.core.tf import tf
 
     tf.get_logger().setLevel("ERROR")
     if not args.tf2:

@@ -17,7 +17,7 @@ import warnings
 
 import numpy as np
 
-from compat_grads._tf import tf
+from compat_grads._src.core.tf import tf
 from compat_grads.testing.matrix import CALLABLE_KINDS
 from compat_grads.testing.modes import EAGER, FUNCTION, TF1, V1_GRAPH, XLA, canonical
 from compat_grads.testing.modes import route as route_id

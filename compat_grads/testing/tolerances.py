@@ -7,7 +7,7 @@ bit; other pairs, and every route against the float64 oracle, within `TOLERANCE[
 
 import numpy as np
 
-from compat_grads._tf import tf
+from compat_grads._src.core.tf import tf
 
 TOLERANCE = {"float64": 1e-6, "float32": 1e-4, "float16": 2e-2, "bfloat16": 6e-2}
 SAME_ALGORITHM = 0.0

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 import compat_grads as cg
-from compat_grads._tf import tf
+from compat_grads._src.core.tf import tf
 
 RNG = np.random.RandomState(3)
 X = RNG.randn(4, 3).astype(np.float32)

@@ -1,5 +1,5 @@
 """A Sphinx extension: the `laplacian-ops` directive lists the op types the forward Laplacian
-has a rule for, from its rule table (`compat_grads._forward_laplacian`), so the list in
+has a rule for, from its rule table (`compat_grads._src.traces.forward_laplacian`), so the list in
 docs/traces.rst is never out of date."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from docutils import nodes
 from sphinx.util.docutils import SphinxDirective
 
-from compat_grads import _forward_laplacian
+from compat_grads._src.traces import forward_laplacian as _forward_laplacian
 
 
 class LaplacianOps(SphinxDirective):

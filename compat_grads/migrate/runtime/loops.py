@@ -2,13 +2,15 @@
 scan --fix` writes in place of a `tf.while_loop` that writes one gradient row per index, or
 a `tf.map_fn` that differentiates with respect to its element. They trace the body once,
 for `tf.vectorized_map`, on its symbolic index (or element), check it has the form they
-vectorize, and compute every row at once when the static rule of `compat_grads._cost`,
+vectorize, and compute every row at once when the static rule of `compat_grads._src.stacking.cost`,
 reading that trace, finds that faster; otherwise they run the loop itself."""
 
 from __future__ import annotations
 
-from compat_grads import _cost, _pfor_converters, dispatch
-from compat_grads._tf import tf
+from compat_grads import dispatch
+from compat_grads._src.core.tf import tf
+from compat_grads._src.stacking import cost as _cost
+from compat_grads._src.stacking import pfor_converters as _pfor_converters
 
 # What a `tf.while_loop` or `tf.map_fn` keyword may be for the vectorized route: these
 # change how the loop runs, not what it returns.
@@ -32,7 +34,7 @@ def row_while_loop(cond, body, loop_vars, **kwargs):
     together, with the converters compat_grads gives its own rows: the gradient of `y[i]`
     without a loop of pfor's) and scattered into the TensorArray, unless `n` is known
     while building and at most 8 (there the loop builds faster and runs as fast), or
-    the static rule of `compat_grads._cost`, reading the ops and sizes of that one row,
+    the static rule of `compat_grads._src.stacking.cost`, reading the ops and sizes of that one row,
     finds the loop faster (convolutions, pooling, TF2 loops, also one inside a function
     the row calls, as in an LSTM layer, large rows). Otherwise, and in eager mode, the
     while_loop itself runs.
@@ -54,7 +56,8 @@ def gradient_map_fn(fn, elems, **kwargs):
     returns one tensor of the same dtype (and makes nothing random), computed with
     `tf.vectorized_map(fn, elems)` for every element together, unless there are at most 8
     elements (the loop builds faster and runs as fast) or the static rule of
-    `compat_grads._cost`, reading the ops and sizes of one element's call, finds `map_fn`
+    `compat_grads._src.stacking.cost`, reading the ops and sizes of one element's call, finds
+    `map_fn`
     faster; otherwise by `map_fn`.
 
     Returns:
@@ -191,7 +194,8 @@ _READS = frozenset({"ReadVariableOp", "VarHandleOp", "VariableV2", "Variable"})
 
 def _if_vectorizing_wins(row, rows):
     """`row`, for `tf.vectorized_map` to trace: it raises `_LoopWins` (before pfor converts
-    anything) where the static rule of `compat_grads._cost`, reading the ops of the row pfor
+    anything) where the static rule of `compat_grads._src.stacking.cost`, reading the ops of the
+    row pfor
     traces, does not vectorize `rows` rows (None: known at run time only). There the loop
     itself is the faster code (a row that runs a loop, also one inside a function it calls,
     as an LSTM does, is one of those: pfor could not vectorize one that differentiates its

@@ -1,15 +1,17 @@
 """The runtime-checked helpers of gradient rows: what `compat-grads scan --fix` rewrites a
 loop of `tf.gradients` rows to when the source alone cannot prove one Jacobian equal. Each has
 the exact semantics of the loop it replaces: one Jacobian when the values it gets at run time
-allow it and the static rule of `compat_grads._cost` finds that faster, the loop otherwise."""
+allow it and the static rule of `compat_grads._src.stacking.cost` finds that faster, the loop
+otherwise."""
 
 from __future__ import annotations
 
 import operator
 
-from compat_grads import _cost, dispatch
-from compat_grads._errors import DerivativeError
-from compat_grads._tf import tf
+from compat_grads import dispatch
+from compat_grads._src.core.errors import DerivativeError
+from compat_grads._src.core.tf import tf
+from compat_grads._src.stacking import cost as _cost
 
 # The helpers are hidden from AutoGraph, as the public functions are (`_call.public`): the
 # rows of a per-sample attack run inside `tf.map_fn`, which converts its fn and everything
@@ -31,7 +33,7 @@ def gradient_rows(ys, xs, indices, axis=0, index=0, flat=False):
     in a graph or `tf.function`, `indices` are integers within its static length (or the
     length is unknown and none is negative), the source is a float tensor or variable
     that appears once in `xs`, there are more than 8 rows (up to 8 the loop builds faster
-    and runs as fast), and the static rule of `compat_grads._cost` does not run
+    and runs as fast), and the static rule of `compat_grads._src.stacking.cost` does not run
     these rows one by one (convolutions, pooling, or large rows: there the loop is
     faster); otherwise by the loop itself, errors included.
 

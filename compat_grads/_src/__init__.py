@@ -1,0 +1,1 @@
+"""compat_grads' private code, one folder per job (see CONTRIBUTING.md)."""

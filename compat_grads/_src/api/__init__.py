@@ -1,0 +1,1 @@
+"""The public functions' families and their shared docs."""

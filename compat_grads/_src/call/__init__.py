@@ -1,0 +1,1 @@
+"""The path of a public call: options, specs, compile, distribute, value."""

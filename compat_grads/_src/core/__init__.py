@@ -1,0 +1,1 @@
+"""What every job uses: TensorFlow's handles, errors, the problem's structure, tapes."""

@@ -1,0 +1,18 @@
+"""Type aliases shared by the public signatures."""
+
+from collections.abc import Callable
+from typing import Any, Literal, Union
+
+from compat_grads._src.core.tf import tf
+
+TensorLike = Union[tf.Tensor, tf.Variable]
+Nest = Any
+"""A tensor, a variable, or a list / tuple / dict nest of them."""
+Target = Union[tf.Tensor, Callable[[Nest], tf.Tensor]]
+Budget = Union[int, float, None]
+"""memory_budget: bytes, a share of the free memory in (0, 1], or None (half of it)."""
+ChunkSize = Union[int, Literal["auto"], None]
+Method = Literal["exact", "hutchinson"]
+Strategy = Literal["auto", "reverse", "forward", "loop"]
+Unconnected = Union[Literal["none", "zero"], tf.UnconnectedGradients]
+Mode = Literal["graph", "function", "eager"]

@@ -1,0 +1,1 @@
+"""Jacobians composed from the backends' products."""

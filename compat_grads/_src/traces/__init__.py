@@ -1,0 +1,1 @@
+"""Laplacians, divergences and Hessian diagonals: the forward walk and its rules."""
