@@ -103,6 +103,13 @@ def test_no_file_is_over_its_size(limit, paths):
     assert sizes and not {p: n for p, n in sizes.items() if n > limit}
 
 
+def test_no_private_module_at_the_top_of_the_package():
+    """Private code lives in compat_grads/_src/<job>/ (JAX's and optax's layout); the top
+    holds the faces users import, the command line and the tools."""
+    top = {p.name for p in PACKAGE.iterdir() if not p.name.startswith(("__", "."))}
+    assert {name for name in top if name.startswith("_")} == {"_src"}, top
+
+
 def test_only_the_shim_asks_the_mode():
     askers = set()
     for name, path in MODULES.items():
@@ -115,7 +122,7 @@ def test_only_the_shim_asks_the_mode():
     assert askers == {"compat_grads.dispatch"}
 
 
-API_MODULES = ("api.py", "_api_second_order.py", "_api_traces.py")
+API_MODULES = ("api.py", "_src/api/second_order.py", "_src/api/traces.py")
 """The public functions' modules: `api` and the second-order and trace families it
 re-exports."""
 
