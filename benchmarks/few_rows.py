@@ -1,13 +1,14 @@
 """Few gradient rows: vectorized (`cg.migrate.gradient_rows`) against the loop it replaces,
 in a TF1 graph: `python benchmarks/few_rows.py [ROWS,...]` (default 4,6,8,10).
 
-The measurement behind `compat_grads._cost.LOOP_ROWS` (the migration helpers keep the loop
-for that many rows or fewer): the Jacobian columns of a 2-layer ReLU MLP (16 inputs) for a
+The measurement behind `compat_grads._src.stacking.cost.LOOP_ROWS` (the migration helpers
+keep the loop for that many rows or fewer): the Jacobian columns of a 2-layer ReLU MLP (16
+inputs) for a
 batch of 1, 32 and 256 and widths 16, 64 and 256. Each recipe is built twice in a new graph
 (the smaller build time is reported) and run 50 times (the median; the smaller of the two).
 The vectorized recipe is what the helper builds above LOOP_ROWS: `cg.stacked_jacobian` of
-the columns' batch sums (which the static rule of `compat_grads._cost` may still run as
-separate passes, for large rows).
+the columns' batch sums (which the static rule of `compat_grads._src.stacking.cost` may
+still run as separate passes, for large rows).
 """
 
 import sys
