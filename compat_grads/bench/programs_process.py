@@ -79,7 +79,7 @@ def _run_ms(step):
 
 
 def wavefunction_tf1(recipe, electrons, b):
-    from compat_grads._src.core.tf import tf
+    import tensorflow as tf  # first, as a program imports it
 
     tf.compat.v1.disable_v2_behavior()
     import compat_grads as cg
@@ -100,8 +100,9 @@ def wavefunction_tf1(recipe, electrons, b):
 
 
 def wavefunction_tf2(recipe, electrons, b):
+    import tensorflow as tf  # first, as a program imports it
+
     import compat_grads as cg
-    from compat_grads._src.core.tf import tf
 
     dims, log_psi = 3 * electrons, wavefunction(tf, electrons)
     if recipe == "ours":
@@ -119,7 +120,7 @@ def wavefunction_tf2(recipe, electrons, b):
 
 
 def pde_tf1(recipe, b):
-    from compat_grads._src.core.tf import tf
+    import tensorflow as tf  # first, as a program imports it
 
     tf.compat.v1.disable_v2_behavior()
     import compat_grads as cg
