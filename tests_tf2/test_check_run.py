@@ -187,7 +187,7 @@ def test_the_console_script_off_a_terminal_beats_starts_quiet_and_prints_the_tab
 def test_native_log_written_after_the_import_is_dropped_and_the_rest_passes():
     """Some releases (2.18, 2.19) log at run time whatever TF_CPP_MIN_LOG_LEVEL says."""
     code = ("import os, sys\n"
-            "from compat_grads import _quiet\n"
+            "from compat_grads._src.console import quiet as _quiet\n"
             "_quiet.import_tensorflow()\n"
             "os.write(2, b'I0000 00:00:17 mlir_graph_optimization_pass.cc:401] MLIR V1 "
             "optimization pass is not enabled\\n')\n"
