@@ -7,7 +7,12 @@ from compat_grads._src.backends import Backend, first_derivative, graph_sources,
 from compat_grads._src.core.errors import DerivativeError, is_ours, last_line, message
 from compat_grads._src.core.graph_walk import between
 from compat_grads._src.core.python_ops import PYTHON_OP_TYPES, python_op
-from compat_grads._src.core.structure import densify, pairs, zeros_for_none
+from compat_grads._src.core.structure import (
+    densify,
+    framework_cotangents,
+    pairs,
+    zeros_for_none,
+)
 from compat_grads._src.core.tf import tf
 
 # TF1 (v1) control flow. pfor cannot vectorize gradients through it reliably: reverse mode
@@ -132,7 +137,7 @@ class GraphBackend(Backend):
         """`tf.gradients`; what TensorFlow cannot build is a DerivativeError. `second`: the
         gradient of a gradient (forward mode by the double-VJP trick)."""
         try:
-            return tf.compat.v1.gradients(ys, xs, grad_ys=grad_ys)
+            return tf.compat.v1.gradients(ys, xs, grad_ys=framework_cotangents(grad_ys))
         except (TypeError, ValueError, LookupError, NotImplementedError) as err:
             if is_ours(err):
                 raise

@@ -8,7 +8,12 @@ import functools
 
 from compat_grads._src.backends import Backend, first_derivative, linear_push
 from compat_grads._src.core.errors import ModeError, message
-from compat_grads._src.core.structure import densify, pairs, zeros_for_none
+from compat_grads._src.core.structure import (
+    densify,
+    framework_cotangents,
+    pairs,
+    zeros_for_none,
+)
 from compat_grads._src.core.tf import tf
 
 
@@ -42,7 +47,7 @@ class TapeBackend(Backend):
         def pull(cotangents):
             ys, us = pairs(targets, cotangents)
             try:
-                grads = tape.gradient(ys, flat, output_gradients=us)
+                grads = tape.gradient(ys, flat, output_gradients=framework_cotangents(us))
             except NotImplementedError as err:
                 raise ModeError(message(
                     self.function, f"the tape cannot differentiate this target ({err})",

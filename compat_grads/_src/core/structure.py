@@ -15,6 +15,7 @@ from compat_grads._src.core import tapes as _tapes
 from compat_grads._src.core.checks import run_time_check
 from compat_grads._src.core.errors import ModeError, describe, message
 from compat_grads._src.core.models import unwrap_variable
+from compat_grads._src.core.rows import keeps_rows
 from compat_grads._src.core.tf import tf
 
 FLOAT_DTYPES = (tf.float16, tf.bfloat16, tf.float32, tf.float64)
@@ -301,7 +302,8 @@ def check_batch(function, target, source, per_sample_scalar=False):
                 function, "target must hold one scalar per sample, shape (b,) or (b, 1)",
                 "Reduce each sample's output to the scalar you want (e.g. its loss).",
                 tf.debugging.assert_equal, tf.size(target), tf.shape(target)[0]))
-        if not (batch_target.is_fully_defined() and batch_source.is_fully_defined()):
+        if not (batch_target.is_fully_defined() and batch_source.is_fully_defined() or
+                keeps_rows(target, source)):
             guards.append(run_time_check(
                 function, "target and source must have the same batch size (first "
                 "dimension)", "Pass the batched input the per-sample outputs were computed "
@@ -400,6 +402,26 @@ def zeros_for_none(values, like):
 
 def dtype_of(x) -> tf.DType:
     return x.dtype.base_dtype
+
+
+class _Ones:
+    """A cotangent of ones left to the framework (`tf.gradients`' and the tape's own
+    default): the gradient a user writes with no `grad_ys`, op for op, with no Identity
+    `tf.gradients` would add around a given one."""
+
+    def __repr__(self):
+        return "ONES"
+
+
+ONES = _Ones()
+
+
+def framework_cotangents(cotangents) -> list:
+    """`cotangents` as `tf.gradients` (`grad_ys`) and `GradientTape.gradient`
+    (`output_gradients`) take them: None for ONES, their default of ones."""
+    if cotangents is None:
+        return None
+    return [None if u is ONES else u for u in cotangents]
 
 
 def ones_of(t):

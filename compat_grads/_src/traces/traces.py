@@ -54,10 +54,10 @@ def _one_direction(backend, flat, batched, summed):
     """Sources of one element (per sample, when batched): each diagonal is the derivative
     of the gradient, the nested `tf.gradients` (or nested tapes) a user writes, op for op
     (a walk or a row would only add ops around it)."""
-    gradient = backend.vjp_backend(lambda targets: [st.ones_of(targets[0])])
+    gradient = backend.vjp_backend(lambda targets: [st.ONES])
     pull, found = gradient.vjp_fn(), []
     for k, x in enumerate(flat):
-        second = pull([st.ones_of(t) if i == k else None
+        second = pull([st.ONES if i == k else None
                        for i, t in enumerate(gradient.targets)])[k]
         if second is not None:
             second = tf.cast(second, st.dtype_of(x))

@@ -1,0 +1,152 @@
+"""A proof, while building, that a graph target keeps its source's rows: the target's first
+dimension is the source's, whatever the batch size fed at run time. Where it holds, the
+batch functions need no run-time check of the batch size (the nested `tf.gradients` they
+replace checks nothing either); where it cannot be shown, the check stays.
+
+The walk knows the ops a per-sample model is made of (elementwise maths, `x @ w`, biases,
+reductions and slices that leave the first axis alone, concatenation and stacking along
+later axes); any other op on the way ends the proof, not the derivative.
+"""
+
+from __future__ import annotations
+
+from compat_grads._src.core.graph_walk import op_of
+from compat_grads._src.core.tf import tf
+
+_SAME_SHAPE = frozenset({
+    "Identity", "StopGradient", "PreventGradient", "Cast", "Neg", "Abs", "Sign", "Square",
+    "Sqrt", "Rsqrt", "Reciprocal", "Exp", "Expm1", "Log", "Log1p", "Sin", "Cos", "Tan",
+    "Sinh", "Cosh", "Tanh", "Asinh", "Atan", "Sigmoid", "Relu", "Relu6", "Elu", "Selu",
+    "LeakyRelu", "Softplus", "Softsign", "Erf", "Softmax", "LogSoftmax", "Floor", "Ceil",
+    "Round"})
+_BROADCAST = frozenset({
+    "Add", "AddV2", "Sub", "Mul", "RealDiv", "Div", "DivNoNan", "MulNoNan", "Maximum",
+    "Minimum", "Pow", "SquaredDifference", "Atan2", "BiasAdd"})
+_REDUCE = frozenset({"Sum", "Mean", "Max", "Min", "Prod"})
+_LIMIT = 20_000  # ops walked before giving up (the check then stays)
+
+
+def keeps_rows(target, source) -> bool:
+    """True when the graph proves `target.shape[0] == source.shape[0]` at run time: every
+    op from `source` to `target` maps the first axis of its input from the source to the
+    first axis of its output. False means "not proved", never "different"."""
+    if not (isinstance(target, tf.Tensor) and isinstance(source, tf.Tensor)):
+        return False
+    start, end = op_of(source), op_of(target)
+    if start is None or end is None or start.graph is not end.graph:
+        return False
+    done = {_key(source): True}
+    todo = [target]
+    while todo and len(done) < _LIMIT:
+        t = todo[-1]
+        if _key(t) in done:
+            todo.pop()
+            continue
+        waiting = [i for i in _row_inputs(t) if _key(i) not in done]
+        if waiting:
+            todo.extend(waiting)
+            if len(todo) > _LIMIT:
+                return False
+            continue
+        todo.pop()
+        done[_key(t)] = _follows(t, done)
+    return bool(done.get(_key(target)))
+
+
+def _key(t):
+    return id(t.op), t.value_index
+
+
+def _row_inputs(t) -> list:
+    """The inputs whose rows `t` may take: the ones the rule for its op reads."""
+    op = t.op
+    if t.value_index != 0 or not _known_op(op):
+        return []
+    if op.type in ("MatMul", "GatherV2", "ExpandDims", "Squeeze", "StridedSlice") or \
+            op.type in _REDUCE:
+        return [op.inputs[0]]
+    if op.type == "ConcatV2":
+        return list(op.inputs[:-1])
+    return list(op.inputs)
+
+
+def _known_op(op) -> bool:
+    return op.type in _SAME_SHAPE or op.type in _BROADCAST or op.type in _REDUCE or \
+        op.type in ("MatMul", "GatherV2", "ExpandDims", "Squeeze", "StridedSlice",
+                    "ConcatV2", "Pack")
+
+
+def _follows(t, done) -> bool:
+    op = t.op
+    if not _row_inputs(t):
+        return False
+    rows = [done.get(_key(i), False) for i in _row_inputs(t)]
+    if op.type in _SAME_SHAPE:
+        return rows[0]
+    if op.type in _BROADCAST:
+        return _broadcast(t, op.inputs, rows)
+    if op.type == "MatMul":
+        return rows[0] and not op.get_attr("transpose_a")
+    if op.type in ("ConcatV2", "Pack"):
+        axis = _constant(op.inputs[-1]) if op.type == "ConcatV2" else op.get_attr("axis")
+        return any(rows) and _later_axis(axis, t.shape.rank)
+    if op.type in _REDUCE:
+        axes = _constant(op.inputs[1])
+        return rows[0] and axes is not None and all(
+            _later_axis(a, op.inputs[0].shape.rank) for a in _listed(axes))
+    if op.type == "GatherV2":
+        axis = _constant(op.inputs[2])
+        return rows[0] and op.get_attr("batch_dims") == 0 and _later_axis(
+            axis, op.inputs[0].shape.rank)
+    if op.type == "ExpandDims":
+        return rows[0] and _later_axis(_constant(op.inputs[1]), t.shape.rank)
+    if op.type == "Squeeze":
+        axes = op.get_attr("squeeze_dims")
+        return rows[0] and bool(axes) and all(
+            _later_axis(a, op.inputs[0].shape.rank) for a in axes)
+    return rows[0] and _whole_first_axis(op)  # StridedSlice
+
+
+def _broadcast(t, inputs, rows) -> bool:
+    """An elementwise op keeps the rows of an input of its own rank when every other input
+    can only broadcast along the first axis: a lower rank, or a first dimension of 1."""
+    rank = t.shape.rank
+    if rank is None or rank == 0 or not any(rows):
+        return False
+    for value, follows in zip(inputs, rows):
+        if follows:
+            if value.shape.rank != rank:
+                return False
+        elif value.shape.rank is None or (value.shape.rank == rank and
+                                          tf.compat.dimension_value(value.shape[0]) != 1):
+            return False
+    return True
+
+
+def _whole_first_axis(op) -> bool:
+    """`x[:, ...]`: a strided slice that takes the first axis whole, in order."""
+    strides = _constant(op.inputs[3])
+    return (op.get_attr("ellipsis_mask") == 0 and op.get_attr("begin_mask") & 1 and
+            op.get_attr("end_mask") & 1 and not op.get_attr("new_axis_mask") & 1 and
+            not op.get_attr("shrink_axis_mask") & 1 and strides is not None and
+            len(_listed(strides)) > 0 and _listed(strides)[0] == 1)
+
+
+def _later_axis(axis, rank) -> bool:
+    """Whether `axis` (possibly negative) is known to be an axis after the first."""
+    if axis is None or rank is None:
+        return False
+    axis = int(axis)
+    return 0 < axis < rank or -rank < axis < 0
+
+
+def _constant(t):
+    """The value of a constant tensor, else None."""
+    try:
+        return tf.get_static_value(t)
+    except (TypeError, ValueError, NotImplementedError):
+        return None
+
+
+def _listed(value) -> list:
+    return [int(v) for v in (value.ravel() if hasattr(value, "ravel") else [value])]
