@@ -42,7 +42,7 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and
     from compat_grads.dispatch import execution_mode
     from compat_grads.testing.derivative_check import check_derivatives
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 _LAZY = {
     **dict.fromkeys(("batch_divergence", "batch_hessian", "batch_hessian_diagonal",

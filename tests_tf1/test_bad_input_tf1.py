@@ -1,5 +1,5 @@
 """Bad and unusual input in a TF1 graph (v2 behaviour disabled: RefVariables, v1 control
-flow): the case table of compat_grads.testing.bad_inputs on its TF1 routes, and the kinds
+flow): the case table of compat_grads.testing._suite.bad_inputs on its TF1 routes, and the kinds
 only TF1 has (a TF1 tf.while_loop in the target), each with the exact right value or a
 compat_grads error naming the function, the argument and what to do.
 
@@ -15,9 +15,9 @@ import pytest
 import tensorflow as tf
 
 import compat_grads as cg
-from compat_grads.testing import bad_input_routes as br
-from compat_grads.testing import bad_inputs
-from compat_grads.testing.bad_input_routes import TOL, X, call, raises, run
+from compat_grads.testing._suite import bad_input_routes as br
+from compat_grads.testing._suite import bad_inputs
+from compat_grads.testing._suite.bad_input_routes import TOL, X, call, raises, run
 
 
 @pytest.mark.parametrize("case, route", bad_inputs.params((br.TF1,)))

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 import compat_grads as cg
 from compat_grads._src.jacobians import one_hot_products as _one_hot_products
-from compat_grads.testing import spies
+from compat_grads.testing._suite import spies
 
 RNG = np.random.default_rng(11)
 A = RNG.standard_normal((7, 5))

@@ -7,7 +7,7 @@ import numpy as np
 import tensorflow as tf
 
 import compat_grads as cg
-from compat_grads.testing import estimates, pinn
+from compat_grads.testing._suite import estimates, pinn
 
 PAGE = pathlib.Path(__file__).resolve().parents[1] / "docs" / "traces.rst"
 XY = np.array([[-6.0, -3.0], [1.0, 8.0], [0.5, -1.5], [2.0, 0.25]])

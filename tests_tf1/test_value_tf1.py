@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 import compat_grads as cg
-from compat_grads.testing.value_checks import CASES, IDS, assert_graph_builds_f_no_extra_time
+from compat_grads.testing._suite.value_checks import CASES, IDS, assert_graph_builds_f_no_extra_time
 
 
 @pytest.mark.parametrize(("name", "f", "extra", "strategy"), CASES, ids=IDS)

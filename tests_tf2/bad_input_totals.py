@@ -5,7 +5,7 @@
 Collects the TF2 bad-input files (tests_tf2/test_input_*.py and test_compile_cache.py:
 eager, tf.function, v1 Graph) and tests_tf1/test_bad_input_tf1.py (TF1, in a process of its
 own, as pytest runs it), maps each collected test to its kind with the KINDS of its file
-(generated from compat_grads.testing.bad_inputs.TABLE for the table's runner, declared for
+(generated from compat_grads.testing._suite.bad_inputs.TABLE for the table's runner, declared for
 plain tests), and prints, per mode, how many kinds run there and what they must give. A
 kind whose tests collect nothing is an error.
 """
@@ -17,7 +17,7 @@ import re
 import subprocess
 import sys
 
-from compat_grads.testing.bad_input_routes import EAGER, TF1, TF2_MODES
+from compat_grads.testing._suite.bad_input_routes import EAGER, TF1, TF2_MODES
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)

@@ -9,7 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 import compat_grads as cg
-from compat_grads.testing.bad_input_routes import TOL, X
+from compat_grads.testing._suite.bad_input_routes import TOL, X
 
 
 def test_a_dropped_model_and_its_weights_are_freed_at_once():

@@ -1,6 +1,6 @@
 """The rules of the house (docs: CONTRIBUTING.md), checked on the source tree: no import cycle
-inside compat_grads, no module over 500 lines, no test file over 600, the mode asked only in the
-shim, and each public function in api.py one call into the call path."""
+inside compat_grads, no module over 500 lines, no test file over 600, the mode asked only in
+`_src/core/mode.py`, and each public function in api.py one call into the call path."""
 
 import ast
 import pathlib
@@ -94,6 +94,67 @@ def test_the_cycle_finder_finds_a_cycle():
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
 
 
+LAYERS = ("core", "memory", "console", "stacking", "jacobians", "traces", "backends", "call",
+          "api")
+"""The folders of compat_grads/_src from the bottom up (`_src/memory.py` is a layer of one
+module): each imports only itself and the layers below it (CONTRIBUTING.md's house map)."""
+LONGEST_CHAIN = 9
+TOOLS = ("compat_grads.testing", "compat_grads.bench", "compat_grads.migrate")
+"""Built on the library, not part of its layers: they may import any of it."""
+
+
+def _layer(name):
+    """The layer of a module of compat_grads/_src (None above _src: the faces and tools)."""
+    parts = name.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "_src" else None
+
+
+def test_the_folders_of_src_import_in_layers():
+    wrong = set()
+    for name, path in MODULES.items():
+        layer = _layer(name)
+        if layer is None:
+            continue
+        for imported in _imported(name, path):
+            below = _layer(imported)
+            if below is None or LAYERS.index(below) > LAYERS.index(layer):
+                wrong.add(f"{name} -> {imported}")
+    assert not wrong, sorted(wrong)
+    assert {_layer(name) for name in MODULES} - {None} <= set(LAYERS)
+
+
+def _library_graph():
+    """The import graph of the library: the faces and _src, without the package facade and
+    the tools built on it."""
+    return {name: {i for i in _imported(name, path) if not i.startswith(TOOLS)} - {
+        "compat_grads"} for name, path in MODULES.items()
+        if name != "compat_grads" and not name.startswith(TOOLS)}
+
+
+def _longest_chain(graph):
+    """The longest chain of imports in an acyclic `graph`, as a list of modules."""
+    found = {}
+
+    def longest(node):
+        if node not in found:
+            found[node] = [node] + max((longest(child) for child in graph.get(node, ())),
+                                       key=len, default=[])
+        return found[node]
+    return max((longest(node) for node in graph), key=len)
+
+
+def test_the_longest_import_chain_is_short():
+    """Following an import from the public face down to TensorFlow crosses at most
+    LONGEST_CHAIN modules (15 before the house was sorted by job)."""
+    chain = _longest_chain(_library_graph())
+    assert len(chain) <= LONGEST_CHAIN, " -> ".join(chain)
+
+
+def test_the_chain_finder_finds_the_longest():
+    graph = {"a": {"b", "d"}, "b": {"c"}, "c": set(), "d": set()}
+    assert _longest_chain(graph) == ["a", "b", "c"]
+
+
 @pytest.mark.parametrize("limit, paths", [
     (MODULE_LINES, sorted(PACKAGE.rglob("*.py"))),
     (TEST_FILE_LINES, sorted([*ROOT.glob("tests_tf1/*.py"), *ROOT.glob("tests_tf2/*.py")])),
@@ -110,7 +171,7 @@ def test_no_private_module_at_the_top_of_the_package():
     assert {name for name in top if name.startswith("_")} == {"_src"}, top
 
 
-def test_only_the_shim_asks_the_mode():
+def test_only_the_mode_module_asks_the_mode():
     askers = set()
     for name, path in MODULES.items():
         for node in ast.walk(ast.parse(path.read_text())):
@@ -119,12 +180,11 @@ def test_only_the_shim_asks_the_mode():
                     node.func, "id", None)
                 if called == "execution_mode":
                     askers.add(name)
-    assert askers == {"compat_grads.dispatch"}
+    assert askers == {"compat_grads._src.core.mode"}
 
 
-API_MODULES = ("api.py", "_src/api/second_order.py", "_src/api/traces.py")
-"""The public functions' modules: `api` and the second-order and trace families it
-re-exports."""
+API_MODULES = ("_src/api/first_order.py", "_src/api/second_order.py", "_src/api/traces.py")
+"""The public functions' modules, a family each, which `compat_grads.api` gathers."""
 
 
 def _public_functions():

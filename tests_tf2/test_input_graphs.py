@@ -2,7 +2,7 @@
 `as_default()` block.
 
 Ragged and sparse targets and sources, IndexedSlices gradients and tensors of another graph
-are rows of the case table (compat_grads.testing.bad_inputs); here the kinds that need a
+are rows of the case table (compat_grads.testing._suite.bad_inputs); here the kinds that need a
 test of their own.
 """
 
@@ -10,8 +10,8 @@ import pytest
 import tensorflow as tf
 
 import compat_grads as cg
-from compat_grads.testing import bad_input_routes as br
-from compat_grads.testing.bad_input_routes import raises
+from compat_grads.testing._suite import bad_input_routes as br
+from compat_grads.testing._suite.bad_input_routes import raises
 
 
 @pytest.mark.parametrize("name", ["stacked_jacobian", "per_element_gradients",

@@ -1,14 +1,14 @@
 """A Jacobian that cannot fit: refused at once, before anything is built or run.
 
 Rows in flight above a small max_bytes (and the chunk_size that fits) are rows of the case
-table (compat_grads.testing.bad_inputs).
+table (compat_grads.testing._suite.bad_inputs).
 """
 
 import numpy as np
 import pytest
 
-from compat_grads.testing import bad_input_routes as br
-from compat_grads.testing.bad_input_routes import run
+from compat_grads.testing._suite import bad_input_routes as br
+from compat_grads.testing._suite.bad_input_routes import run
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 before anything else (the eager cache key included); a forgotten `return` is named.
 
 The bad options of each function on each route are rows of the case table
-(compat_grads.testing.bad_inputs, run by test_input_table.py); here the kinds that need a
+(compat_grads.testing._suite.bad_inputs, run by test_input_table.py); here the kinds that need a
 test of their own.
 """
 
@@ -11,8 +11,8 @@ import pytest
 import tensorflow as tf
 
 import compat_grads as cg
-from compat_grads.testing import bad_input_routes as br
-from compat_grads.testing.bad_input_routes import TOL, X, call, raises, run
+from compat_grads.testing._suite import bad_input_routes as br
+from compat_grads.testing._suite.bad_input_routes import TOL, X, call, raises, run
 
 XT = tf.constant([[1.0, 2.0], [3.0, 4.0]])
 

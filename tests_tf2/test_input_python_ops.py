@@ -5,7 +5,7 @@ row, one row after another, with a VectorizationWarning; a tensor target cannot 
 a DerivativeError that says to pass the callable.
 
 A py_function in a callable target, in a tensor target and with one product are rows of
-the case table (compat_grads.testing.bad_inputs); here the kinds that need a test of their
+the case table (compat_grads.testing._suite.bad_inputs); here the kinds that need a test of their
 own.
 """
 
@@ -16,8 +16,8 @@ import pytest
 import tensorflow as tf
 
 import compat_grads as cg
-from compat_grads.testing import bad_input_routes as br
-from compat_grads.testing.bad_input_routes import TOL, X, call, raises, run
+from compat_grads.testing._suite import bad_input_routes as br
+from compat_grads.testing._suite.bad_input_routes import TOL, X, call, raises, run
 
 
 def test_a_row_that_stops_the_loop_leaves_no_state_behind():

@@ -3,7 +3,7 @@ derivative (TensorFlow's convention: tf.gradients(y, [x, x])).
 
 Repeated sources of the Jacobians and the Hessian, callables that read their source by
 closure, variables as targets, constant tensors as weights and third order are rows of the
-case table (compat_grads.testing.bad_inputs).
+case table (compat_grads.testing._suite.bad_inputs).
 """
 
 import numpy as np
@@ -11,8 +11,8 @@ import pytest
 import tensorflow as tf
 
 import compat_grads as cg
-from compat_grads.testing import bad_input_routes as br
-from compat_grads.testing.bad_input_routes import TOL, X3, run
+from compat_grads.testing._suite import bad_input_routes as br
+from compat_grads.testing._suite.bad_input_routes import TOL, X3, run
 
 
 def _product_of_copies(s):

@@ -3,7 +3,7 @@ error that names the function, the argument, what it got and the fix.
 
 Sources and targets without derivatives (int, string, complex, bool), size-0 sources and
 targets and sources that are not tensors are rows of the case table
-(compat_grads.testing.bad_inputs); here the kinds that need a test of their own.
+(compat_grads.testing._suite.bad_inputs); here the kinds that need a test of their own.
 """
 
 import numpy as np
@@ -11,8 +11,8 @@ import pytest
 import tensorflow as tf
 
 import compat_grads as cg
-from compat_grads.testing import bad_input_routes as br
-from compat_grads.testing.bad_input_routes import X, call, raises, run
+from compat_grads.testing._suite import bad_input_routes as br
+from compat_grads.testing._suite.bad_input_routes import X, call, raises, run
 
 XT = tf.constant([[1.0, 2.0], [3.0, 4.0]])
 

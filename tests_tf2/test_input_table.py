@@ -1,4 +1,4 @@
-"""The bad-input catalogue's case table (compat_grads.testing.bad_inputs) on every TF2 route
+"""The bad-input catalogue's case table (compat_grads.testing._suite.bad_inputs) on every TF2 route
 of each entry, and the catalogue itself: every test of the bad-input files is a kind of it,
 and every kind collects a test.
 
@@ -10,8 +10,8 @@ in a TF1 process. `python tests_tf2/bad_input_totals.py` counts kinds per mode.
 import bad_input_totals
 import pytest
 
-from compat_grads.testing import bad_input_routes as br
-from compat_grads.testing import bad_inputs
+from compat_grads.testing._suite import bad_input_routes as br
+from compat_grads.testing._suite import bad_inputs
 
 KINDS = bad_inputs.kinds(br.TF2_MODES)
 

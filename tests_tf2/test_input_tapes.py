@@ -4,7 +4,7 @@ TensorFlow gives None (or zeros) for the last two, the same as for a source the 
 not depend on; compat_grads raises, and unconnected_gradients="zero" does not hide it.
 
 A source the tape never watched is a row of the case table
-(compat_grads.testing.bad_inputs); here the kinds that need a test of their own.
+(compat_grads.testing._suite.bad_inputs); here the kinds that need a test of their own.
 """
 
 import numpy as np
@@ -12,8 +12,8 @@ import pytest
 import tensorflow as tf
 
 import compat_grads as cg
-from compat_grads.testing import bad_input_routes as br
-from compat_grads.testing.bad_input_routes import TOL, X, raises, run
+from compat_grads.testing._suite import bad_input_routes as br
+from compat_grads.testing._suite.bad_input_routes import TOL, X, raises, run
 
 XT = tf.constant([[1.0, 2.0], [3.0, 4.0]])
 

@@ -2,7 +2,7 @@
 and the errors that can only come at run time.
 
 stacked_jacobian, batch_jacobian and batch_hessian of unknown rank are rows of the case
-table (compat_grads.testing.bad_inputs); here the kinds that need a test of their own.
+table (compat_grads.testing._suite.bad_inputs); here the kinds that need a test of their own.
 """
 
 import numpy as np
@@ -10,8 +10,8 @@ import pytest
 import tensorflow as tf
 
 import compat_grads as cg
-from compat_grads.testing import bad_input_routes as br
-from compat_grads.testing.bad_input_routes import TOL, X, call, run
+from compat_grads.testing._suite import bad_input_routes as br
+from compat_grads.testing._suite.bad_input_routes import TOL, X, call, run
 
 
 @pytest.mark.parametrize("strategy", ["forward", "reverse"])

@@ -1,7 +1,7 @@
 """NaN and Inf: where the derivative involves them they come out; elsewhere they do not.
 
 NaN inputs, infinite derivatives, NaN in the value only and integer-valued ops are rows of
-the case table (compat_grads.testing.bad_inputs); here the kinds that need a test of their
+the case table (compat_grads.testing._suite.bad_inputs); here the kinds that need a test of their
 own.
 """
 
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import compat_grads as cg
-from compat_grads.testing import bad_input_routes as br
-from compat_grads.testing.bad_input_routes import call, run
+from compat_grads.testing._suite import bad_input_routes as br
+from compat_grads.testing._suite.bad_input_routes import call, run
 
 
 @pytest.mark.parametrize("route", br.ROUTES)

@@ -2,7 +2,7 @@
 the values computed all at once on every route, the plan is there to see (memory_plans and
 a DEBUG log), an eager call that runs out of memory all the same is computed again in
 smaller chunks, and the peak stays within the budget (measured in a process of its own).
-Bad values of both options are rows of the bad-input table (compat_grads.testing.bad_inputs).
+Bad values of both options are rows of the bad-input table (compat_grads.testing._suite.bad_inputs).
 """
 
 import json
@@ -18,7 +18,7 @@ import pytest
 import compat_grads as cg
 from compat_grads._src.core.tf import tf
 from compat_grads._src.stacking import stack as _stacking
-from compat_grads.testing import bad_input_routes as r
+from compat_grads.testing._suite import bad_input_routes as r
 
 RNG = np.random.default_rng(3)
 X = RNG.standard_normal((6, 4)).astype(np.float32)

@@ -9,7 +9,7 @@ import pytest
 import compat_grads as cg
 from compat_grads._src.core.tf import tf
 from compat_grads._src.jacobians import one_hot_products as _one_hot_products
-from compat_grads.testing import spies
+from compat_grads.testing._suite import spies
 
 RNG = np.random.default_rng(7)
 # The factors are arrays (constants of whichever graph the target is built in); the

@@ -12,7 +12,8 @@ import pytest
 import compat_grads as cg
 from compat_grads._src.core.tf import tf
 from compat_grads._src.traces import traces as _traces
-from compat_grads.testing import estimates, modes, pinn
+from compat_grads.testing import modes
+from compat_grads.testing._suite import estimates, pinn
 
 PAGE = pathlib.Path(__file__).resolve().parents[1] / "docs" / "traces.rst"
 XY = np.array([[-6.0, -3.0], [1.0, 8.0], [0.5, -1.5], [2.0, 0.25]])

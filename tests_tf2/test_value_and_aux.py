@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 import compat_grads as cg
-from compat_grads.testing.value_checks import (
+from compat_grads.testing._suite.value_checks import (
     CASES,
     IDS,
     TRANSFORMS,

@@ -9,6 +9,16 @@ from __future__ import annotations
 
 import re
 import textwrap
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar, cast
+
+from compat_grads._src.core.tf import tf
+
+FACE = "compat_grads.api"
+"""The module users import the public functions from: `help()`, pickling and the API
+reference name each function there."""
+P = ParamSpec("P")
+R = TypeVar("R")
 
 WIDTH = 96
 """The longest docstring line, indentation included."""
@@ -98,8 +108,18 @@ PARAGRAPHS = {
 is that argument: its continuation lines are indented two more columns."""
 
 
+GROUPS = {
+    "memory": ("chunk_size", "max_bytes", "memory_budget"),
+    "compiling": ("compile", "jit_compile"),
+    "results": ("gather", "has_aux", "return_value"),
+}
+"""Placeholders for arguments that always come together, in this order: `{memory}` is
+`{chunk_size}`, `{max_bytes}` and `{memory_budget}`, one line each."""
+
+
 def fill(doc: str | None) -> str | None:
-    """`doc` with each placeholder line replaced by its paragraph, wrapped at `WIDTH`.
+    """`doc` with each placeholder line replaced by its paragraph (a group's by each of
+    its paragraphs), wrapped at `WIDTH`.
 
     Raises:
       KeyError: for a placeholder line that names no paragraph (a typo in a docstring).
@@ -112,10 +132,21 @@ def fill(doc: str | None) -> str | None:
         if not (text.startswith("{") and text.endswith("}")):
             lines.append(line)
             continue
-        name = text[1:-1]
-        paragraph = PARAGRAPHS[name]
         indent = line[:len(line) - len(line.lstrip())]
-        hanging = indent + "  " if _ARGUMENT.match(paragraph) else indent
-        lines += textwrap.wrap(paragraph, WIDTH, initial_indent=indent,
-                               subsequent_indent=hanging)
+        for name in GROUPS.get(text[1:-1], (text[1:-1],)):
+            paragraph = PARAGRAPHS[name]
+            hanging = indent + "  " if _ARGUMENT.match(paragraph) else indent
+            lines += textwrap.wrap(paragraph, WIDTH, initial_indent=indent,
+                                   subsequent_indent=hanging)
     return "\n".join(lines)
+
+
+def public(function: Callable[P, R]) -> Callable[P, R]:
+    """A public function: its docstring's shared paragraphs filled in (`fill`), named in
+    its face (`FACE`) and hidden from AutoGraph. AutoGraph must not rewrite the library
+    when a user's tf.function calls it: its Python control flow is on Python values only,
+    and converting it would cost time at every trace. Typed so that a type checker sees the
+    signature through the decorator."""
+    function.__doc__ = fill(function.__doc__)
+    function.__module__ = FACE
+    return cast(Callable[P, R], tf.autograph.experimental.do_not_convert(function))

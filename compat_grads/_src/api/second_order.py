@@ -3,6 +3,7 @@ docstrings, each one call of the call path; `compat_grads.api` holds them with t
 
 from __future__ import annotations
 
+from compat_grads._src.api import docs as _docs
 from compat_grads._src.call import run as _call
 from compat_grads._src.call import specs as _specs
 from compat_grads._src.call.options import MAX_BYTES
@@ -18,7 +19,7 @@ from compat_grads._src.core.types import (
 )
 
 
-@_call.public
+@_docs.public
 def hessian(target: Target, sources: Nest, *, strategy: Strategy = "auto",
             unconnected_gradients: Unconnected = "none", chunk_size: ChunkSize = "auto",
             max_bytes: int | None = MAX_BYTES, memory_budget: Budget = None, compile: bool = True,
@@ -43,17 +44,12 @@ def hessian(target: Target, sources: Nest, *, strategy: Strategy = "auto",
       strategy: "auto", "forward", "reverse" or "loop" (the outer Jacobian's direction).
       unconnected_gradients: "none" gives None for a block whose sources do not reach the
         gradient; "zero" gives zeros.
-      {chunk_size}
-      {max_bytes}
-      {memory_budget}
-      {compile}
-      {jit_compile}
+      {memory}
+      {compiling}
       distribute: a `tf.distribute.Strategy` whose replicas share the rows (of the target's
         first Jacobian, flattened). Needs a callable target.
         {devices}
-      {gather}
-      {has_aux}
-      {return_value}
+      {results}
       {flat_hessian}
 
     Returns:
@@ -84,7 +80,7 @@ def hessian(target: Target, sources: Nest, *, strategy: Strategy = "auto",
                      has_aux=has_aux, return_value=return_value, flat=flat)
 
 
-@_call.public
+@_docs.public
 def batch_hessian(target: Target, source: TensorLike, *, strategy: Strategy = "auto",
                   unconnected_gradients: Unconnected = "none", independent: bool = True,
                   chunk_size: ChunkSize = "auto", max_bytes: int | None = MAX_BYTES,
@@ -111,17 +107,12 @@ def batch_hessian(target: Target, source: TensorLike, *, strategy: Strategy = "a
       strategy: "auto", "forward", "reverse" or "loop", as in `hessian`.
       {unconnected_gradients}
       independent: whether samples are independent (see above).
-      {chunk_size}
-      {max_bytes}
-      {memory_budget}
-      {compile}
-      {jit_compile}
+      {memory}
+      {compiling}
       distribute: a `tf.distribute.Strategy` whose replicas share the samples (each
         computes the Hessians of its share). Needs a callable target and independent=True.
         {devices}
-      {gather}
-      {has_aux}
-      {return_value}
+      {results}
       {flat_batch_hessian}
 
     Returns:
@@ -155,7 +146,7 @@ def batch_hessian(target: Target, source: TensorLike, *, strategy: Strategy = "a
                      has_aux=has_aux, return_value=return_value, flat=flat)
 
 
-@_call.public
+@_docs.public
 def hvp(f, primals: Nest, vector: Nest, *, compile: bool = True,
         jit_compile: bool = False,
         has_aux: bool = False, return_value: bool = False) -> Nest:
@@ -172,8 +163,7 @@ def hvp(f, primals: Nest, vector: Nest, *, compile: bool = True,
       f: a callable `f(primals) -> scalar`.
       primals: a tensor, a variable, or a list / tuple / dict nest of them.
       vector: with the structure, shapes and dtypes of `primals`.
-      {compile}
-      {jit_compile}
+      {compiling}
       {has_aux}
       {return_value}
 

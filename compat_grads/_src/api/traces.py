@@ -6,6 +6,7 @@ diagonals and traces" page."""
 
 from __future__ import annotations
 
+from compat_grads._src.api import docs as _docs
 from compat_grads._src.call import run as _call
 from compat_grads._src.call import specs_traces as _specs_traces
 from compat_grads._src.call.options import MAX_BYTES
@@ -22,7 +23,7 @@ from compat_grads._src.core.types import (
 )
 
 
-@_call.public
+@_docs.public
 def hessian_diagonal(target: Target, sources: Nest, *, method: Method = "exact",
                      num_samples: int | None = None, seed: int = 0, return_std: bool = False,
                      strategy: Strategy = "auto", unconnected_gradients: Unconnected = "none",
@@ -53,11 +54,8 @@ def hessian_diagonal(target: Target, sources: Nest, *, method: Method = "exact",
       strategy: "auto" (the forward Laplacian where it applies), or "forward", "reverse"
         or "loop": the outer direction of the products, which then compute it.
       {unconnected_gradients}
-      {chunk_size}
-      {max_bytes}
-      {memory_budget}
-      {compile}
-      {jit_compile}
+      {memory}
+      {compiling}
       {has_aux}
       {return_value}
 
@@ -91,7 +89,7 @@ def hessian_diagonal(target: Target, sources: Nest, *, method: Method = "exact",
                      memory_budget=memory_budget, has_aux=has_aux, return_value=return_value)
 
 
-@_call.public
+@_docs.public
 def laplacian(target: Target, sources: Nest, *, method: Method = "exact",
               num_samples: int | None = None, seed: int = 0, return_std: bool = False,
               strategy: Strategy = "auto", unconnected_gradients: Unconnected = "none",
@@ -114,11 +112,8 @@ def laplacian(target: Target, sources: Nest, *, method: Method = "exact",
       {return_std}
       strategy: as in `hessian_diagonal`.
       {unconnected_gradients}
-      {chunk_size}
-      {max_bytes}
-      {memory_budget}
-      {compile}
-      {jit_compile}
+      {memory}
+      {compiling}
       {has_aux}
       {return_value}
 
@@ -150,7 +145,7 @@ def laplacian(target: Target, sources: Nest, *, method: Method = "exact",
                      memory_budget=memory_budget, has_aux=has_aux, return_value=return_value)
 
 
-@_call.public
+@_docs.public
 def batch_hessian_diagonal(target: Target, source: Nest, *, method: Method = "exact",
                            num_samples: int | None = None, seed: int = 0,
                            return_std: bool = False, strategy: Strategy = "auto",
@@ -180,17 +175,12 @@ def batch_hessian_diagonal(target: Target, source: Nest, *, method: Method = "ex
       strategy: as in `hessian_diagonal`.
       {unconnected_gradients}
       {independent_traces}
-      {chunk_size}
-      {max_bytes}
-      {memory_budget}
-      {compile}
-      {jit_compile}
+      {memory}
+      {compiling}
       distribute: a `tf.distribute.Strategy` whose replicas share the samples (exact, with
         independent samples). Needs a callable target.
         {devices}
-      {gather}
-      {has_aux}
-      {return_value}
+      {results}
 
     Returns:
       The diagonals in the source's dtype (None if unconnected and "none"), in the
@@ -223,7 +213,7 @@ def batch_hessian_diagonal(target: Target, source: Nest, *, method: Method = "ex
                      gather=gather, has_aux=has_aux, return_value=return_value)
 
 
-@_call.public
+@_docs.public
 def batch_laplacian(target: Target, source: Nest, *, method: Method = "exact",
                     num_samples: int | None = None, seed: int = 0, return_std: bool = False,
                     strategy: Strategy = "auto", unconnected_gradients: Unconnected = "none",
@@ -251,16 +241,11 @@ def batch_laplacian(target: Target, source: Nest, *, method: Method = "exact",
       strategy: as in `hessian_diagonal`.
       {unconnected_gradients}
       {independent_traces}
-      {chunk_size}
-      {max_bytes}
-      {memory_budget}
-      {compile}
-      {jit_compile}
+      {memory}
+      {compiling}
       distribute: as in `batch_hessian_diagonal`.
         {devices}
-      {gather}
-      {has_aux}
-      {return_value}
+      {results}
 
     Returns:
       The `[b]` Laplacians in the source's dtype (None if unconnected and "none").
@@ -290,7 +275,7 @@ def batch_laplacian(target: Target, source: Nest, *, method: Method = "exact",
                      gather=gather, has_aux=has_aux, return_value=return_value)
 
 
-@_call.public
+@_docs.public
 def divergence(target: Target, source: TensorLike, *, tape: tf.GradientTape | None = None,
                method: Method = "exact", num_samples: int | None = None, seed: int = 0,
                return_std: bool = False, strategy: Strategy = "auto",
@@ -315,11 +300,8 @@ def divergence(target: Target, source: TensorLike, *, tape: tf.GradientTape | No
       {return_std}
       strategy: "auto", "forward", "reverse" or "loop", as in `stacked_jacobian`.
       {unconnected_gradients}
-      {chunk_size}
-      {max_bytes}
-      {memory_budget}
-      {compile}
-      {jit_compile}
+      {memory}
+      {compiling}
       {has_aux}
       {return_value}
 
@@ -350,7 +332,7 @@ def divergence(target: Target, source: TensorLike, *, tape: tf.GradientTape | No
                      return_value=return_value)
 
 
-@_call.public
+@_docs.public
 def batch_divergence(target: Target, source: TensorLike, *,
                      tape: tf.GradientTape | None = None, method: Method = "exact",
                      num_samples: int | None = None, seed: int = 0, return_std: bool = False,
@@ -375,16 +357,11 @@ def batch_divergence(target: Target, source: TensorLike, *,
       {return_std}
       strategy: as in `divergence`.
       {unconnected_gradients}
-      {chunk_size}
-      {max_bytes}
-      {memory_budget}
-      {compile}
-      {jit_compile}
+      {memory}
+      {compiling}
       distribute: as in `batch_hessian_diagonal`.
         {devices}
-      {gather}
-      {has_aux}
-      {return_value}
+      {results}
 
     Returns:
       The `[b]` divergences in the source's dtype (None if unconnected and "none").

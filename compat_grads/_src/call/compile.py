@@ -19,9 +19,9 @@ import numpy as np
 
 from compat_grads._src import memory as _memory
 from compat_grads._src.core.errors import XlaWarning, message, warn
-from compat_grads._src.core.models import unwrap_variable
 from compat_grads._src.core.structure import graph_of
 from compat_grads._src.core.tf import tf
+from compat_grads._src.core.variables import unwrap_variable
 
 CACHE_SIZE = 64
 """How many compiled (callable, function, options) entries the eager cache keeps."""

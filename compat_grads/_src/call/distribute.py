@@ -14,8 +14,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from compat_grads import dispatch
+from compat_grads._src.core import mode as _mode
 from compat_grads._src.core.errors import ModeError, describe, message
+from compat_grads._src.core.models import batch_size
 from compat_grads._src.core.tf import tf
 from compat_grads._src.jacobians import jacobians as _jacobians
 
@@ -62,7 +63,7 @@ def check(function: str, distribute, gather, compile, tape=None) -> None:
             function, "distribute= cannot use a tape: a tape records one replica's "
             "computation, and every replica must compute its own share",
             "Pass the target as a callable f(sources) instead of a tensor and its tape."))
-    if compile is not True and dispatch.runs_eagerly():
+    if compile is not True and _mode.runs_eagerly():
         raise ValueError(message(
             function, "distribute= needs compile=True in eager mode (the replicas run one "
             "traced tf.function), but got compile=False", "Drop compile=False."))
@@ -73,7 +74,7 @@ def check(function: str, distribute, gather, compile, tape=None) -> None:
             function, f"distribute must be a tf.distribute.Strategy or a list of device "
             f"names, but got {describe(distribute)}", "Pass e.g. "
             "tf.distribute.MirroredStrategy(), or ['/cpu:0', '/cpu:1'] in a TF1 graph."))
-    if dispatch.in_tf1_graph():
+    if _mode.in_tf1_graph():
         raise ModeError(message(
             function, "a tf.distribute.Strategy cannot split the work of a TF1 graph "
             "(or a tf.Graph().as_default() block)", "Pass a list of device names, e.g. "
@@ -108,7 +109,7 @@ def run(function: str, distribute, gather: bool, split: Split, jit_compile: bool
         return split.finish([_concat(list(blocks), axis)
                              for blocks, axis in zip(zip(*pieces), split.axes())])
 
-    if dispatch.runs_eagerly():  # one traced function per call for all the pieces
+    if _mode.runs_eagerly():  # one traced function per call for all the pieces
         return tf.function(placed, jit_compile=jit_compile, autograph=False)()
     return placed()
 
@@ -128,7 +129,7 @@ def _on_replicas(function, strategy, gather, split, jit_compile):
         # strategy.run returns tensors only: a missing block travels as an empty one
         return [tf.zeros([0]) if b is None else b for b in blocks]
 
-    if dispatch.runs_eagerly():  # one traced function per call, as strategy.run wants
+    if _mode.runs_eagerly():  # one traced function per call, as strategy.run wants
         replica = tf.function(replica, jit_compile=jit_compile, autograph=False)
     per_replica = strategy.run(replica)
     per_replica = [None if missing[i] else b for i, b in enumerate(per_replica)]
@@ -341,3 +342,15 @@ def sample_split(function, compute, batched, count) -> Split:
         return tf.nest.pack_sequence_as(structure["result"], blocks)
 
     return Split(piece, lambda: [0] * len(tf.nest.flatten(structure["result"])), pack, pack)
+
+
+def split_samples(name, compute, target, args, options):
+    """A `Spec.split` of the functions of one batched source (batch_jacobian, batch_hessian,
+    the batch traces): each piece computes on a share of the samples."""
+    needs_callable(name, target,
+                               "each replica computes the outputs of its own samples")
+    (source,) = args
+    source = tf.nest.map_structure(
+        lambda s: s if tf.is_tensor(s) else tf.convert_to_tensor(s), source)
+    return sample_split(name, lambda share: compute(target, (share,), options),
+                        source, batch_size(name, tf.nest.flatten(source)[0]))

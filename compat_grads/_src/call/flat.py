@@ -12,8 +12,8 @@ import numpy as np
 
 from compat_grads._src.core import structure as st
 from compat_grads._src.core.errors import message
-from compat_grads._src.core.models import unwrap_variable
 from compat_grads._src.core.tf import tf
+from compat_grads._src.core.variables import unwrap_variable
 
 
 def jacobian(function, blocks, y, sources):

@@ -14,6 +14,7 @@ import dataclasses
 import numpy as np
 
 from compat_grads._src.core.errors import describe, message
+from compat_grads._src.core.how import How
 from compat_grads._src.core.tf import tf
 from compat_grads._src.memory import AUTO, total_bytes
 
@@ -30,30 +31,6 @@ another, or on a GPU whose memory is not the host's) and in the TF1 and TF2 proc
 port. It is far above any Jacobian a workstation computes in practice and far below the
 sizes that are plainly a mistake (a Jacobian between two 200000-vectors is 160 GB):
 TensorFlow would only fail on those after a long run, with `ResourceExhaustedError`."""
-
-
-@dataclasses.dataclass(frozen=True)
-class How:
-    """How to compute: strategy, what unconnected sources give, the chunk size ("auto",
-    decided by `compat_grads._src.memory.fit` from `memory_budget`), and the memory limit
-    (`max_bytes`, checked by `compat_grads._src.memory.check`). `planned`: the strategy was
-    chosen for "auto", so the rows follow the static rule of `compat_grads._src.stacking.cost` (an
-    explicit strategy keeps its meaning)."""
-
-    strategy: str = "auto"
-    unconnected: str = "none"
-    chunk_size: int | str | None = "auto"
-    max_bytes: int | None = None
-    planned: bool = False
-    memory_budget: int | float | None = None
-
-    @property
-    def vectorize(self) -> bool:
-        return self.strategy != "loop"
-
-    def using(self, strategy) -> How:
-        return dataclasses.replace(self, strategy=strategy,
-                                   planned=self.planned or self.strategy == "auto")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,6 +72,18 @@ class Options:
     def valued(self) -> bool:
         """Whether the result carries the value or aux besides the derivative."""
         return self.has_aux or self.return_value
+
+    def cache_key(self, function: str, estimator: Estimator | None = None) -> tuple:
+        """What the compile cache tells the compiled functions of `function` apart by: every
+        option that changes what is traced (`tape` and `compile` are never set there, and
+        `jit_compile` is the cache's own). `estimator`: the estimator options traced, when
+        the seed is an input instead (a new seed, no new trace). A budget of 1 byte is not
+        the share 1.0, and a list of devices is a tuple."""
+        distribute = (tuple(self.distribute) if isinstance(self.distribute, list)
+                      else self.distribute)
+        return (function, self.how, type(self.how.memory_budget), self.independent,
+                self.loss_fn, distribute, self.gather, self.has_aux, self.return_value,
+                self.flat, self.estimator if estimator is None else estimator)
 
 
 _PLAIN = frozenset((bool, int, float, str, type(None)))

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from compat_grads import dispatch
+from compat_grads._src.backends import select as _select
 from compat_grads._src.call import distribute as _distribute
 from compat_grads._src.call import flat as _flat
 from compat_grads._src.call import value as _value
-from compat_grads._src.call.run import Spec
+from compat_grads._src.call.spec import Spec
 from compat_grads._src.core import models as _models
 from compat_grads._src.core import structure as st
 from compat_grads._src.core.errors import describe, message
@@ -28,7 +28,7 @@ from compat_grads._src.jacobians import jacobians as _jacobians
 def _jacobian(name, target, args, options):
     (sources,) = args
     problem = st.make_problem(name, target, sources, options.tape)
-    backend = dispatch.backend_for(problem)
+    backend = _select.backend_for(problem)
     (blocks,) = _jacobians.jacobian_blocks(backend, problem.flat, options.how)
     return problem.pack(blocks)
 
@@ -36,14 +36,14 @@ def _jacobian(name, target, args, options):
 def _per_element(name, target, args, options):
     (sources,) = args
     problem = st.make_problem(name, target, sources, options.tape)
-    backend = dispatch.backend_for(problem)
+    backend = _select.backend_for(problem)
     return problem.pack(_jacobians.per_element(backend, problem.flat, options.how))
 
 
 def _hessian(name, target, args, options):
     (sources,) = args
     problem = st.make_problem(name, target, sources)
-    backend = dispatch.backend_for(problem, order=2)
+    backend = _select.backend_for(problem, order=2)
     blocks = _jacobians.hessian_blocks(backend, problem.flat, options.how)
     return problem.pack([problem.pack(row) for row in blocks])
 
@@ -64,8 +64,8 @@ def _batched(name, target, args, options, compute, order):
     """Per-sample derivatives of one batched source: `compute(backend, source, how)`."""
     (source,) = args
     problem = st.make_problem(name, target, source, options.tape, argument="source")
-    (flat_source,) = _single_source(name, problem)
-    backend = dispatch.backend_for(problem, order=order)
+    (flat_source,) = st.single_source(name, problem)
+    backend = _select.backend_for(problem, order=order)
     with st.after(st.check_batch(name, backend.target, flat_source,
                                  per_sample_scalar=order == 2)):
         return compute(backend, flat_source, options.how)
@@ -76,7 +76,7 @@ def _jvp(name, f, args, options):
     problem = st.make_problem(name, _callable(name, f), primals, nested_target=True,
                               argument="primals")
     flat_tangents = st.match_sources(name, "tangents", problem, tangents)
-    outputs, products = dispatch.backend_for(problem).linearize(flat_tangents)
+    outputs, products = _select.backend_for(problem).linearize(flat_tangents)
     flat_outputs = tf.nest.flatten(outputs)
     return outputs, tf.nest.pack_sequence_as(outputs, st.zeros_for_none(products, flat_outputs))
 
@@ -85,7 +85,7 @@ def _vjp(name, f, args, options):
     primals, cotangents = args
     problem = st.make_problem(name, _callable(name, f), primals, nested_target=True,
                               argument="primals")
-    backend = dispatch.backend_for(problem)
+    backend = _select.backend_for(problem)
     flat_cotangents = st.match_outputs(name, backend.outputs, cotangents)
     grads = backend.vjp_fn()(flat_cotangents)
     return backend.outputs, problem.pack(st.zeros_for_none(grads, problem.flat))
@@ -95,20 +95,11 @@ def _hvp(name, f, args, options):
     primals, vector = args
     problem = st.make_problem(name, _callable(name, f), primals, argument="primals")
     flat_vector = st.match_sources(name, "vector", problem, vector)
-    backend = dispatch.backend_for(problem, order=2)
+    backend = _select.backend_for(problem, order=2)
     gradient = backend.vjp_backend(
         lambda targets: [tf.ones_like(st.check_scalar(name, targets[0]))])
     _, products = gradient.linearize_symmetric(flat_vector)
     return problem.pack(st.zeros_for_none(products, problem.flat))
-
-
-def _single_source(name, problem):
-    if len(problem.flat) != 1 or tf.nest.is_nested(problem.structure):
-        raise TypeError(message(
-            name, f"source must be one tensor or variable, but got a "
-            f"{type(problem.structure).__name__} of {len(problem.flat)}",
-            "Call it once per source, or use stacked_jacobian for a nest of sources."))
-    return problem.flat
 
 
 def _callable(name, f):
@@ -133,7 +124,7 @@ def _example_inputs(name, model, args):
 def _per_example(name, model, args, options):
     weights, x, y = args
     _models.check_callables(name, options.loss_fn, model)
-    dispatch.check_model_mode(name, model)
+    _select.check_model_mode(name, model)
     if options.how.strategy == "forward":
         raise ValueError(message(
             name, "strategy must be 'auto', 'reverse' or 'loop', but got 'forward' (each "
@@ -165,7 +156,7 @@ def _coupled_examples(name, model, weights, batch, options):
         return _models.per_example_losses(name, options.loss_fn, model, x, y, static)
 
     problem = st.make_problem(name, losses, weights, argument="weights")
-    backend = dispatch.backend_for(problem)
+    backend = _select.backend_for(problem)
     (blocks,) = _jacobians.jacobian_blocks(backend, problem.flat, how.using(
         "reverse" if how.strategy == "auto" else how.strategy))
     return backend.target, problem.pack(blocks)
@@ -184,7 +175,7 @@ def _example_rows(name, model, weights, batch, options, capture=None):
     # Example 0's problem picks the backend; the graph backend also walks its forward pass
     # for TF1 control flow before trying pfor (ops that nothing runs).
     problem = st.make_problem(name, loss_of_example(0), weights, argument="weights")
-    backend = dispatch.backend_for(problem)
+    backend = _select.backend_for(problem)
     extras = _example_extras(name, backend, options, capture)
     grads, stacks = _jacobians.per_example_rows(backend, loss_of_example, count, options.how,
                                                 extras)
@@ -246,17 +237,6 @@ def _hessian_split(name, compute, target, args, options):
                                      options.how)
 
 
-def _sample_split(name, compute, target, args, options):
-    """batch_jacobian and batch_hessian on a share of the samples."""
-    _distribute.needs_callable(name, target,
-                               "each replica computes the outputs of its own samples")
-    (source,) = args
-    source = tf.nest.map_structure(
-        lambda s: s if tf.is_tensor(s) else tf.convert_to_tensor(s), source)
-    return _distribute.sample_split(name, lambda share: compute(target, (share,), options),
-                                    source, _models.batch_size(name, tf.nest.flatten(source)[0]))
-
-
 def _example_split(name, compute, model, args, options):
     """per_example_gradients on a share of the examples."""
     weights, x, y = args
@@ -270,14 +250,14 @@ def _example_split(name, compute, model, args, options):
 STACKED_JACOBIAN = Spec("stacked_jacobian", _jacobian, split=_jacobian_split,
                         flatten=_flat.jacobian)
 PER_ELEMENT_GRADIENTS = Spec("per_element_gradients", _per_element)
-BATCH_JACOBIAN = Spec("batch_jacobian", _batch_jacobian, split=_sample_split, samples=True,
-                      flatten=_flat.batch_jacobian)
+BATCH_JACOBIAN = Spec("batch_jacobian", _batch_jacobian, split=_distribute.split_samples,
+                      samples=True, flatten=_flat.batch_jacobian)
 PER_EXAMPLE_GRADIENTS = Spec("per_example_gradients", _per_example, split=_example_split,
                              prepare=_example_inputs, tensor_target=False, bind_sources=True,
                              value="own", samples=True)
 HESSIAN = Spec("hessian", _hessian, split=_hessian_split, pieces=STACKED_JACOBIAN,
                needs_callable="the replicas differentiate it twice", flatten=_flat.hessian)
-BATCH_HESSIAN = Spec("batch_hessian", _batch_hessian, split=_sample_split, samples=True,
+BATCH_HESSIAN = Spec("batch_hessian", _batch_hessian, split=_distribute.split_samples, samples=True,
                      flatten=_flat.batch_hessian)
 JVP = Spec("jvp", _jvp, value="outputs", argument="f")
 VJP = Spec("vjp", _vjp, value="outputs", argument="f")

@@ -3,9 +3,9 @@ their per-sample forms): what each computes, as `compat_grads._src.call.specs` h
 
 from __future__ import annotations
 
-from compat_grads import dispatch
-from compat_grads._src.call import specs as _specs
-from compat_grads._src.call.run import Spec
+from compat_grads._src.backends import select as _select
+from compat_grads._src.call import distribute as _distribute
+from compat_grads._src.call.spec import Spec
 from compat_grads._src.core import structure as st
 from compat_grads._src.core.checks import run_time_check
 from compat_grads._src.core.errors import message
@@ -97,7 +97,7 @@ def _result(options, estimates, errors=None):
 def _diagonal(name, target, args, options, summed=False):
     (sources,) = args
     problem = st.make_problem(name, target, sources)
-    backend = dispatch.backend_for(problem, order=2)
+    backend = _select.backend_for(problem, order=2)
     flat = problem.flat
     guard = _scalar(name, backend.target,
                     "batch_laplacian" if summed else "batch_hessian_diagonal")
@@ -160,7 +160,7 @@ def _batch_diagonal(name, target, args, options, summed=False):
     flat = problem.flat
     if summed:
         _one_dtype(name, flat)
-    backend = dispatch.backend_for(problem, order=2)
+    backend = _select.backend_for(problem, order=2)
     checks = [c for c in (st.check_batch(name, backend.target, x, per_sample_scalar=True)
                           for x in flat) if c is not None]
     with st.after(tf.group(checks) if checks else None):
@@ -190,8 +190,8 @@ def _divergence(name, target, args, options, batched=False):
     _distribute_exact(name, options)
     (source,) = args
     problem = st.make_problem(name, target, source, options.tape, argument="source")
-    (x,) = _specs._single_source(name, problem)
-    backend = dispatch.backend_for(problem)
+    (x,) = st.single_source(name, problem)
+    backend = _select.backend_for(problem)
     checks = [_square(name, backend.target, x, batched)]
     if batched:
         checks.append(st.check_batch(name, backend.target, x))
@@ -215,9 +215,9 @@ def _batch_divergence(name, target, args, options):
 HESSIAN_DIAGONAL = Spec("hessian_diagonal", _diagonal)
 LAPLACIAN = Spec("laplacian", _laplacian)
 BATCH_HESSIAN_DIAGONAL = Spec("batch_hessian_diagonal", _batch_diagonal,
-                              split=_specs._sample_split, samples=True)
-BATCH_LAPLACIAN = Spec("batch_laplacian", _batch_laplacian, split=_specs._sample_split,
+                              split=_distribute.split_samples, samples=True)
+BATCH_LAPLACIAN = Spec("batch_laplacian", _batch_laplacian, split=_distribute.split_samples,
                        samples=True)
 DIVERGENCE = Spec("divergence", _divergence, argument="target")
-BATCH_DIVERGENCE = Spec("batch_divergence", _batch_divergence, split=_specs._sample_split,
+BATCH_DIVERGENCE = Spec("batch_divergence", _batch_divergence, split=_distribute.split_samples,
                         samples=True)

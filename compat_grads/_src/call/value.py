@@ -4,7 +4,7 @@ taken from the pass that computes the derivative.
 The call path (`compat_grads._src.call.run`) hands the computation a `Capture` in place of the
 user's callable. Each call of it runs the callable, splits off `aux` (with `has_aux`) and
 records `(y, aux)` when the call is one whose tensors the caller can use: not inside the
-rows' loop (`compat_grads._src.stacking.stack` marks those with `in_rows`) and in the graph the call
+rows' loop (`compat_grads._src.stacking.row_calls` marks those) and in the graph the call
 path runs in (not in a function traced inside it). Every derivative the library composes
 reads its target at that level at least once (for its shape, its size or the forward pass
 under a tape or an accumulator), so the value costs no extra call of the callable; only where
@@ -13,25 +13,11 @@ no such call was made does `value` run the callable once more.
 
 from __future__ import annotations
 
-import contextlib
-import threading
-
 from compat_grads._src.core.errors import describe, message
-from compat_grads._src.core.models import unwrap_variable
 from compat_grads._src.core.structure import leaf_paths
 from compat_grads._src.core.tf import tf
-
-_STATE = threading.local()
-
-
-@contextlib.contextmanager
-def in_rows():
-    """Marks the calls made while one row (or column) of a stack is traced."""
-    _STATE.rows = getattr(_STATE, "rows", 0) + 1
-    try:
-        yield
-    finally:
-        _STATE.rows -= 1
+from compat_grads._src.core.variables import unwrap_variable
+from compat_grads._src.stacking.row_calls import inside_rows
 
 
 class Capture:
@@ -39,6 +25,8 @@ class Capture:
     and the first usable `(y, aux)` kept.
 
     `__wrapped__` is `f`, for the checks that look at the model behind the callable."""
+
+    is_capture = True
 
     def __init__(self, function: str, f, has_aux: bool):
         self.function, self.__wrapped__, self.has_aux = function, f, has_aux
@@ -54,7 +42,7 @@ class Capture:
         if self.has_aux:
             _check_aux(self.function, aux)
         self.last = (y, aux)
-        if not getattr(_STATE, "rows", 0) and tf.compat.v1.get_default_graph() is self._graph:
+        if not inside_rows() and tf.compat.v1.get_default_graph() is self._graph:
             self._records.append((y, aux))
         return y
 

@@ -4,19 +4,13 @@ the targets. The graph backend reads it for the control flow a target runs; the 
 
 from __future__ import annotations
 
-from compat_grads._src.core.tf import tf
+from compat_grads._src.core.tf import op_of, tf
+
+__all__ = ["between", "op_of"]
 
 # Where a variable with no op in the graph being built (an eager variable a tf.function
 # reads) enters it.
 _VARIABLE_READS = frozenset({"ReadVariableOp", "ResourceGather"})
-
-
-def op_of(x):
-    """The op that makes graph tensor (or graph variable) `x`; None for eager ones."""
-    try:
-        return x.op
-    except (AttributeError, ValueError):
-        return None
 
 
 def between(targets, sources) -> list:

@@ -1,34 +1,17 @@
 """Keras models as targets: Keras 3 variables, a model's default weights, per-example losses.
 
-Mode-agnostic like `_structure`: whether a model can run in the current mode is decided in
-`dispatch`.
+Mode-agnostic like `compat_grads._src.core.structure`: whether a model can run in the current
+mode is decided in `compat_grads._src.backends.select`.
 """
 
 from __future__ import annotations
 
 from compat_grads._src.core.checks import run_time_check
 from compat_grads._src.core.errors import describe, message
-from compat_grads._src.core.tf import is_keras3_class, tf
+from compat_grads._src.core.tf import tf
+from compat_grads._src.core.variables import is_keras3, is_keras_layer, unwrap_variable
 
-
-def is_keras3(obj) -> bool:
-    """Whether `obj` is a Keras 3 object (a Keras 3 class in its bases, so subclassed
-    models count), not `tf_keras` / `tf.keras` 2."""
-    return any(is_keras3_class(cls) for cls in type(obj).__mro__)
-
-
-def is_keras_layer(obj) -> bool:
-    """Whether `obj` is a Keras layer or model (Keras 2 or 3, `tf.keras` or `tf_keras`)."""
-    return any(cls.__name__ == "Layer" and cls.__module__.split(".")[0] in ("keras", "tf_keras")
-               for cls in type(obj).__mro__)
-
-
-def unwrap_variable(leaf):
-    """A Keras 3 variable on the TensorFlow backend wraps a tf.Variable: the one that tapes,
-    accumulators and tf.gradients know. Anything else is returned as it is."""
-    if isinstance(getattr(leaf, "value", None), tf.Variable) and is_keras3(leaf):
-        return leaf.value
-    return leaf
+__all__ = ["is_keras3", "is_keras_layer", "unwrap_variable"]  # kept here for their importers
 
 
 def default_weights(function, model, weights):

@@ -10,8 +10,7 @@ later axes); any other op on the way ends the proof, not the derivative.
 
 from __future__ import annotations
 
-from compat_grads._src.core.graph_walk import op_of
-from compat_grads._src.core.tf import tf
+from compat_grads._src.core.tf import op_of, tf
 
 _SAME_SHAPE = frozenset({
     "Identity", "StopGradient", "PreventGradient", "Cast", "Neg", "Abs", "Sign", "Square",

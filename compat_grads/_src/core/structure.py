@@ -14,9 +14,9 @@ import numpy as np
 from compat_grads._src.core import tapes as _tapes
 from compat_grads._src.core.checks import run_time_check
 from compat_grads._src.core.errors import ModeError, describe, message
-from compat_grads._src.core.models import unwrap_variable
 from compat_grads._src.core.rows import keeps_rows
 from compat_grads._src.core.tf import tf
+from compat_grads._src.core.variables import unwrap_variable
 
 FLOAT_DTYPES = (tf.float16, tf.bfloat16, tf.float32, tf.float64)
 _FLOAT_NAMES = "float16, bfloat16, float32 or float64"
@@ -246,6 +246,16 @@ def _check_source(function, leaf, path, convert):
     return leaf
 
 
+def single_source(name, problem):
+    """The one source of a function that takes one (a TypeError for a nest of them)."""
+    if len(problem.flat) != 1 or tf.nest.is_nested(problem.structure):
+        raise TypeError(message(
+            name, f"source must be one tensor or variable, but got a "
+            f"{type(problem.structure).__name__} of {len(problem.flat)}",
+            "Call it once per source, or use stacked_jacobian for a nest of sources."))
+    return problem.flat
+
+
 def leaf_paths(structure, prefix="sources") -> list:
     """Readable paths (`sources['w'][0]`) in `tf.nest.flatten` order, for error messages."""
     if isinstance(structure, dict):
@@ -386,6 +396,12 @@ def densify(grad):
     if isinstance(grad, tf.IndexedSlices):
         return tf.math.unsorted_segment_sum(grad.values, grad.indices, grad.dense_shape[0])
     return grad
+
+
+def only(k, value, count) -> list:
+    """Tangents (or cotangents) that are `value` for source k and zero (None) for every
+    other source."""
+    return [value if j == k else None for j in range(count)]
 
 
 def pairs(values, weights):

@@ -17,8 +17,7 @@ import threading
 
 from compat_grads._src.core import tf as _tf
 from compat_grads._src.core.errors import ModeError, message
-from compat_grads._src.core.graph_walk import op_of
-from compat_grads._src.core.tf import tf
+from compat_grads._src.core.tf import op_of, tf
 
 
 def read_variable(tape, variable):

@@ -166,3 +166,11 @@ def is_keras3_class(cls) -> bool:
 
 __all__ = ["tf", "MIN_VERSION", "RELEASE", "KERAS2_BUILT_IN", "keras2", "is_keras3_class",
            "push_tape", "pop_tape", "tape_set_records", "pfor_wrap", "pfor_converter_of"]
+
+
+def op_of(x):
+    """The op that makes graph tensor (or graph variable) `x`; None for eager ones."""
+    try:
+        return x.op
+    except (AttributeError, ValueError):
+        return None

@@ -3,7 +3,11 @@
 from collections.abc import Callable
 from typing import Any, Literal, Union
 
+from compat_grads._src.core.mode import Mode
 from compat_grads._src.core.tf import tf
+
+__all__ = ["Budget", "ChunkSize", "Method", "Mode", "Nest", "Strategy", "Target",
+           "TensorLike", "Unconnected"]
 
 TensorLike = Union[tf.Tensor, tf.Variable]
 Nest = Any
@@ -15,4 +19,3 @@ ChunkSize = Union[int, Literal["auto"], None]
 Method = Literal["exact", "hutchinson"]
 Strategy = Literal["auto", "reverse", "forward", "loop"]
 Unconnected = Union[Literal["none", "zero"], tf.UnconnectedGradients]
-Mode = Literal["graph", "function", "eager"]

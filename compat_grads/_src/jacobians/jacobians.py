@@ -30,7 +30,7 @@ def _reverse(backend, flat, how, batched=False, at=0):
     has one (`_one_hot_products`); the rows' axis at `at` (1: after the batch axis)."""
     def row_of(pull, targets, t):
         target, count = targets[t], len(targets)
-        return lambda i: pull(_only(t, st.one_hot_like(target, i, st.dtype_of(target), batched),
+        return lambda i: pull(st.only(t, st.one_hot_like(target, i, st.dtype_of(target), batched),
                                     count))
 
     pull, targets, rows = backend.vjp_fn(), backend.targets, []
@@ -49,7 +49,7 @@ def _forward(backend, flat, how, batched=False):
     where it has one (`_one_hot_products`)."""
     def column_of(push, k):
         x = flat[k]
-        return lambda j: push(_only(k, st.one_hot_like(x, j, st.dtype_of(x), batched),
+        return lambda j: push(st.only(k, st.one_hot_like(x, j, st.dtype_of(x), batched),
                                     len(flat)))
 
     push, by_source = None, []
@@ -153,7 +153,7 @@ def per_element(backend, flat, how):
     push = backend.jvp_fn()
     results = []
     for k, x in enumerate(flat):
-        (out,) = push(_only(k, tf.ones_like(x), len(flat)))
+        (out,) = push(st.only(k, tf.ones_like(x), len(flat)))
         if out is None and how.unconnected == "zero":
             out = tf.zeros_like(backend.target)
         results.append(None if out is None else tf.cast(out, st.dtype_of(x)))
@@ -219,7 +219,7 @@ def _hessian_pairs(backend, flat, how):
         x_k, n = flat[k], st.size(flat[k])
 
         def body(p):
-            unit = _only(k, st.one_hot_like(x_k, p % n, st.dtype_of(x_k), False), count)
+            unit = st.only(k, st.one_hot_like(x_k, p % n, st.dtype_of(x_k), False), count)
             gradient = gradient_of(p // n)
             return gradient.jvp_fn()(unit) if forward else gradient.vjp_fn()(unit)
         reusable = forward or backend.vjp_reusable
@@ -293,11 +293,6 @@ def _batch_axes_first(ranks):
     axes = tf.range(tf.reduce_sum(ranks))
     is_start = tf.reduce_any(tf.equal(axes[:, None], starts[None, :]), axis=1)
     return tf.concat([starts, tf.boolean_mask(axes, tf.logical_not(is_start))], 0)
-
-
-def _only(k, value, count):
-    """Tangents that are `value` for source k and zero (None) for every other source."""
-    return [value if j == k else None for j in range(count)]
 
 
 def _shapes(x, batch=True):

@@ -54,8 +54,8 @@ import itertools
 
 import numpy as np
 
+from compat_grads._src.core.mode import compiles_with_xla
 from compat_grads._src.core.tf import pfor_converter_of, pfor_wrap, tf
-from compat_grads.dispatch import compiles_with_xla
 
 
 def attach(ops) -> None:

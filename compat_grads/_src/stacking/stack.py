@@ -8,10 +8,8 @@ import contextlib
 import logging
 import re
 
-from compat_grads import dispatch
 from compat_grads._src import memory as _memory
-from compat_grads._src.call import value as _value
-from compat_grads._src.call.options import How
+from compat_grads._src.core import mode as _mode
 from compat_grads._src.core import structure as st
 from compat_grads._src.core.errors import (
     DerivativeError,
@@ -21,10 +19,12 @@ from compat_grads._src.core.errors import (
     message,
     warn,
 )
+from compat_grads._src.core.how import How
 from compat_grads._src.core.python_ops import differentiated_loop, python_op
 from compat_grads._src.core.tf import tf
 from compat_grads._src.stacking import cost as _cost
 from compat_grads._src.stacking import pfor_converters as _pfor_converters
+from compat_grads._src.stacking import row_calls as _row_calls
 
 # What pfor raises, while building, when it cannot convert an op or a gradient through it.
 _VECTORIZATION_ERRORS = (ValueError, TypeError, NotImplementedError, LookupError,
@@ -119,7 +119,7 @@ def _plan(backend, count, how) -> _cost.Plan:
         return _cost.Plan(True)
     return _cost.plan(count if isinstance(count, int) else None,
                       _cost.path_facts(backend.targets, backend.path_ops),
-                      xla=dispatch.compiles_with_xla(),
+                      xla=_mode.compiles_with_xla(),
                       through_gradient=backend.order > 1)
 
 
@@ -196,7 +196,7 @@ def _stack_with(fn, count, like, vectorize: bool, chunk, at, one_by_one=False,
     def body(i):
         graph = tf.compat.v1.get_default_graph()
         known = len(graph.get_operations())
-        with _value.in_rows():  # the value of has_aux= / return_value= is not in here
+        with _row_calls.in_rows():  # the value of has_aux= / return_value= is not in here
             outs = fn(i)
         if not one_by_one:
             ops = graph.get_operations()[known:]
@@ -210,7 +210,7 @@ def _stack_with(fn, count, like, vectorize: bool, chunk, at, one_by_one=False,
                 for out, ref in zip(outs, like)]
 
     dtypes = [st.dtype_of(ref) for ref in like]
-    in_xla = dispatch.compiles_with_xla()
+    in_xla = _mode.compiles_with_xla()
 
     def build():
         if vectorize and chunk is not None and not (isinstance(count, int) and count <= chunk):
@@ -230,7 +230,7 @@ def _stack_with(fn, count, like, vectorize: bool, chunk, at, one_by_one=False,
                                  parallel_iterations=chunk)
         return tf.vectorized_map(body, tf.range(count), warn=False)
 
-    stacks = dispatch.as_graph(build)
+    stacks = _mode.as_graph(build)
     return [None if gone else stacked for stacked, gone in zip(stacks, missing)]
 
 

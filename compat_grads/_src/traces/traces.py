@@ -24,7 +24,6 @@ from compat_grads._src.core import structure as st
 from compat_grads._src.core.errors import VectorizationWarning, message, warn
 from compat_grads._src.core.tf import tf
 from compat_grads._src.jacobians import jacobians as _jacobians
-from compat_grads._src.jacobians.jacobians import _only
 from compat_grads._src.stacking import cost as _cost
 from compat_grads._src.stacking.stack import stack
 from compat_grads._src.traces import forward_laplacian as _forward_laplacian
@@ -75,7 +74,7 @@ def _diagonal_of(gradient, flat, k, how, batched, summed):
     product_of = _products(gradient, forward)
 
     def row(j):
-        unit = _only(k, st.one_hot_like(x, j, st.dtype_of(x), batched), len(flat))
+        unit = st.only(k, st.one_hot_like(x, j, st.dtype_of(x), batched), len(flat))
         product = product_of(unit)[k]
         return [None if product is None else _element(product, j, batched)]
 

@@ -1,4 +1,4 @@
-"""The route helpers of the bad-input tests (`compat_grads.testing.bad_inputs` and the
+"""The route helpers of the bad-input tests (`compat_grads.testing._suite.bad_inputs` and the
 `tests_tf2/test_input_*.py`, `tests_tf1/test_bad_input_tf1.py` files): the routes, running a
 build in a route's mode, calling a public function with a callable or a tensor target, the
 error a message must match, and the entry of the case table (`BadInput`, what it gives:

@@ -1,7 +1,7 @@
 """The bad-input catalogue as a case table.
 
 Each `BadInput` is one kind of bad or unusual input on the routes where it can occur
-(`compat_grads.testing.bad_input_routes`): the arrays fed in, the call that builds the
+(`compat_grads.testing._suite.bad_input_routes`): the arrays fed in, the call that builds the
 result from their tensors, and what it must give (`Value`: the exact right value; `Error`: a
 compat_grads error whose message names the function, the argument, what it got and the
 fix). `tests_tf2/test_input_table.py` runs the table on the TF2 routes and
@@ -20,10 +20,10 @@ import pytest
 
 import compat_grads as cg
 from compat_grads._src.core.tf import tf
-from compat_grads.testing import bad_input_routes as r
-from compat_grads.testing.bad_input_routes import BadInput, Error, Value, mode_of
-from compat_grads.testing.bad_inputs_mistakes import mistakes
-from compat_grads.testing.bad_inputs_traces import estimators
+from compat_grads.testing._suite import bad_input_routes as r
+from compat_grads.testing._suite.bad_input_routes import BadInput, Error, Value, mode_of
+from compat_grads.testing._suite.bad_inputs_mistakes import mistakes
+from compat_grads.testing._suite.bad_inputs_traces import estimators
 
 TOL = r.TOL
 _X64 = r.X.astype(np.float64)

@@ -1,13 +1,13 @@
 """The bad-input catalogue's mistakes TensorFlow answers with None (a source "not
 connected"), told apart from a truly unconnected source: a section of the case table of
-`compat_grads.testing.bad_inputs`."""
+`compat_grads.testing._suite.bad_inputs`."""
 
 from __future__ import annotations
 
 import compat_grads as cg
 from compat_grads._src.core.tf import tf
-from compat_grads.testing import bad_input_routes as r
-from compat_grads.testing.bad_input_routes import BadInput, Error
+from compat_grads.testing._suite import bad_input_routes as r
+from compat_grads.testing._suite.bad_input_routes import BadInput, Error
 
 
 def mistakes():

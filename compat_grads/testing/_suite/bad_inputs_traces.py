@@ -1,12 +1,12 @@
 """The bad-input catalogue's rows for the diagonals and traces (hessian_diagonal, laplacian,
 divergence and their per-sample forms): estimator options that do not go together, and the
-shapes each function needs. `compat_grads.testing.bad_inputs` joins them into its table."""
+shapes each function needs. `compat_grads.testing._suite.bad_inputs` joins them into its table."""
 
 from __future__ import annotations
 
 import compat_grads as cg
-from compat_grads.testing import bad_input_routes as r
-from compat_grads.testing.bad_input_routes import BadInput, Error
+from compat_grads.testing._suite import bad_input_routes as r
+from compat_grads.testing._suite.bad_input_routes import BadInput, Error
 
 ESTIMATOR_RULES = [  # id, options, what the message says, the fix
     ("num-samples-with-exact", {"num_samples": 8}, r"num_samples= needs method='hutchinson'",
