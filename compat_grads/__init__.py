@@ -103,6 +103,12 @@ def __dir__() -> list:
 # program's first call (whose graph then builds in the time of the others: about 20 ms of
 # imports, with cached bytecode, had landed in the first graph's build). Neither changes
 # TensorFlow's state.
-if "tensorflow" in sys.modules:
+def _load_functions() -> None:
+    """Loads the derivative functions and the `scan --fix` helpers (TensorFlow must be
+    loaded already): what `import compat_grads` does after a program's `import tensorflow`."""
     importlib.import_module("compat_grads.api")
     importlib.import_module("compat_grads.migrate.runtime")
+
+
+if "tensorflow" in sys.modules:
+    _load_functions()

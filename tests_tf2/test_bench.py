@@ -210,7 +210,37 @@ def test_traces_bench_runs_the_programs_forms_in_fresh_processes(traces_report):
     names = [t["target"] for t in report["targets"]]
     assert "wavefunction (tf1, d=6): run, loop / ours" in names
     assert "pde (pde, d=1): build, (1.1 x loop + 50 ms) / ours" in names
+    assert "pde (pde, d=1): build, loop / ours (the same graph: a tie)" in names
+    assert [r["same_graph"] for r in rows] == [False, False, True]
     assert "| program workload | d | recipe | build s | run ms | ops |" in table
+
+
+_BUILD_WINDOW_PROBE = """
+import sys, time
+import compat_grads.bench.programs_process as process  # the package first, as -m runs it
+assert "compat_grads.api" not in sys.modules
+real, seen = time.perf_counter, []
+def probe():
+    if sys._getframe(1).f_code.co_name == "pde_tf1":
+        seen.append("compat_grads.api" in sys.modules)
+    return real()
+time.perf_counter = probe
+process.pde_tf1("ours", 4)
+print(seen)
+"""
+
+
+def test_the_program_bench_times_the_build_not_compat_grads_imports():
+    """Run with -m, the bench's process imports compat_grads before TensorFlow; its build
+    window must still start with the functions loaded, as in a program that imports
+    TensorFlow first (about 30 ms of imports had landed in the 1-D u_xx's build)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _BUILD_WINDOW_PROBE], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "[True, True]"
 
 
 def test_traces_bench_prints_its_tables(traces_report):

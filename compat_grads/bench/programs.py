@@ -17,8 +17,14 @@ import numpy as np
 
 from compat_grads.bench import timing
 
-FULL = {"processes": 5, "b": 128, "electrons": [4, 10], "pde_b": 256}
-QUICK = {"processes": 1, "b": 8, "electrons": [2], "pde_b": 16}
+FULL = {"processes": 5, "pde_processes": 11, "b": 128, "electrons": [4, 10], "pde_b": 256}
+QUICK = {"processes": 1, "pde_processes": 1, "b": 8, "electrons": [2], "pde_b": 16}
+TIE = 0.95
+"""Where both recipes build the same graph (op for op, names and inputs included), the
+build differs only by compat_grads' own Python around it (its input checks: about 3 ms of
+0.14 s in fresh processes); the build is then a tie at this much of the loop's speed or
+more, as the PDE's 1-D u_xx is. Its processes are more (11): the builds differ by less than
+the noise of 5."""
 RECIPES = {
     "tf1": {"ours": "tf.stop_gradient(cg.batch_laplacian(f, x))",
             "loop": "tf.map_fn of tf.gradients per dimension, back_prop=False"},
@@ -53,7 +59,8 @@ def _medians(kind, mode, size, b, processes):
                 [kind, "tf1" if mode == "pde" else mode, recipe, size, b], env=_ENV))
     return {recipe: {"build_s": statistics.median(r["build_s"] for r in rows),
                      "run_ms": statistics.median(r["run_ms"] for r in rows),
-                     "ops": rows[0]["ops"], "values": rows[0]["values"]}
+                     "ops": rows[0]["ops"], "graph": rows[0].get("graph"),
+                     "values": rows[0]["values"]}
             for recipe, rows in runs.items()}
 
 
@@ -65,13 +72,16 @@ def run(quick=False, log=print) -> list:
                              ["pde", "tf1", "ours", 0, 4], env=_ENV)
     rows = []
     for kind, mode, size, b in _workloads(sizes):
-        found = _medians(kind, mode, size, b, sizes["processes"])
+        processes = sizes["pde_processes" if kind == "pde" else "processes"]
+        found = _medians(kind, mode, size, b, processes)
         ours, loop = (np.asarray(found[r].pop("values")) for r in ("ours", "loop"))
+        graphs = {found[r].pop("graph") for r in ("ours", "loop")}
         error = float(np.max(np.abs(loop - ours)) / max(1e-6, np.max(np.abs(ours))))
         if not error <= TOLERANCE:
             raise AssertionError(f"{kind} {mode}: the loop differs from ours by {error:.1e}")
         rows.append({"workload": kind, "mode": mode, "dims": 3 * size if size else 1,
-                     "b": b, "processes": sizes["processes"], "error": error,
+                     "b": b, "processes": processes, "error": error,
+                     "same_graph": len(graphs) == 1 and None not in graphs,
                      "recipes": {RECIPES[mode][r]: found[r] for r in found},
                      "build_ratio": found["loop"]["build_s"] / found["ours"]["build_s"],
                      "run_ratio": found["loop"]["run_ms"] / found["ours"]["run_ms"]})
@@ -80,8 +90,9 @@ def run(quick=False, log=print) -> list:
 
 
 def targets(rows) -> list:
-    """At least as fast as the loop replaced, to run and to build (a build within 1.1x the
-    loop's plus 50 ms counts: the first call of a library is not free)."""
+    """At least as fast as the loop replaced, to run and to build: the build within 1.1x the
+    loop's plus 50 ms (the first call of a library is not free), and at least as fast
+    (`TIE` of it where both built the same graph)."""
     out = []
     for row in rows:
         where = f"{row['workload']} ({row['mode']}, d={row['dims']})"
@@ -92,6 +103,10 @@ def targets(rows) -> list:
         out.append({"target": f"{where}: build, (1.1 x loop + 50 ms) / ours",
                     "measured": allowed / ours["build_s"], "goal": 1.0,
                     "met": ours["build_s"] <= allowed})
+        goal = TIE if row.get("same_graph") else 1.0
+        out.append({"target": f"{where}: build, loop / ours" + (
+            " (the same graph: a tie)" if row.get("same_graph") else ""),
+            "measured": row["build_ratio"], "goal": goal, "met": row["build_ratio"] >= goal})
     return out
 
 

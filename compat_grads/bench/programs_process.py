@@ -15,7 +15,11 @@ TF1-era programs use (`compat_grads.bench.programs` runs several and takes media
   derivative, the loss and the optimizer's update ops.
 
 RECIPE is "ours" or "loop". Prints one JSON line: build seconds (TF2: the first call,
-tracing included), the median run ms, the graph's ops (TF1), and the values.
+tracing included), the median run ms, the graph's ops (TF1), and the values; in a TF1
+graph, a digest of the ops the build added (`graph`), which tells whether both recipes
+built the same graph. Run with -m, the package is imported before TensorFlow: each workload then
+loads compat_grads' functions as `import compat_grads` does after a program's `import
+tensorflow`, so that the build does not time compat_grads' own imports.
 """
 
 import json
@@ -84,6 +88,8 @@ def wavefunction_tf1(recipe, electrons, b):
     tf.compat.v1.disable_v2_behavior()
     import compat_grads as cg
 
+    cg._load_functions()  # as `import compat_grads` after a program's `import tensorflow`
+
     dims, graph = 3 * electrons, tf.Graph()
     with graph.as_default():
         x = tf.compat.v1.placeholder(tf.float32, [b, dims])
@@ -92,17 +98,21 @@ def wavefunction_tf1(recipe, electrons, b):
         laplacian = _tf1_laplacian(tf, cg, recipe, f, x, dims)
         build = time.perf_counter() - start
         ops = len(graph.get_operations()) - before
+        built = _graph_digest(graph.get_operations()[before:])
     feed = {x: walkers(b, dims)}
     with tf.compat.v1.Session(graph=graph) as session:
         values = session.run(laplacian, feed)
         run_ms = _run_ms(lambda: session.run(laplacian, feed))
-    return {"build_s": build, "run_ms": run_ms, "ops": ops, "values": values.tolist()}
+    return {"build_s": build, "run_ms": run_ms, "ops": ops, "graph": built,
+            "values": values.tolist()}
 
 
 def wavefunction_tf2(recipe, electrons, b):
     import tensorflow as tf  # first, as a program imports it
 
     import compat_grads as cg
+
+    cg._load_functions()  # as `import compat_grads` after a program's `import tensorflow`
 
     dims, log_psi = 3 * electrons, wavefunction(tf, electrons)
     if recipe == "ours":
@@ -125,6 +135,8 @@ def pde_tf1(recipe, b):
     tf.compat.v1.disable_v2_behavior()
     import compat_grads as cg
 
+    cg._load_functions()  # as `import compat_grads` after a program's `import tensorflow`
+
     rng = np.random.default_rng(0)
     graph = tf.Graph()
     with graph.as_default():
@@ -142,13 +154,25 @@ def pde_tf1(recipe, b):
         train = tf.compat.v1.train.AdamOptimizer(1e-3).minimize(loss)
         build = time.perf_counter() - start
         ops = len(graph.get_operations()) - before
+        built = _graph_digest(graph.get_operations()[before:])
         init = tf.compat.v1.global_variables_initializer()
     feed = {x: np.linspace(0, 1, b, dtype=np.float32)[:, None]}
     with tf.compat.v1.Session(graph=graph) as session:
         session.run(init)
         values = session.run(u_xx, feed)[:, 0]
         run_ms = _run_ms(lambda: session.run(train, feed))
-    return {"build_s": build, "run_ms": run_ms, "ops": ops, "values": values.tolist()}
+    return {"build_s": build, "run_ms": run_ms, "ops": ops, "graph": built,
+            "values": values.tolist()}
+
+
+def _graph_digest(ops) -> str:
+    """What two recipes' graphs must share to be the same graph op for op: each op's type,
+    name and inputs (control inputs as a set: their order varies from process to process)."""
+    import hashlib
+
+    text = repr([(op.type, op.name, [t.name for t in op.inputs],
+                  sorted(c.name for c in op.control_inputs)) for op in ops])
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def main(argv):

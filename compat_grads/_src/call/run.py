@@ -113,7 +113,10 @@ def _batch_of(source):
 
 
 def _is_callable(target) -> bool:
-    return callable(target) and not tf.is_tensor(target)
+    """A callable target (a function, a model), not a tensor. Asked on every eager call:
+    `tf.is_tensor` of a Python function costs about 25 µs (a typing Protocol's
+    `isinstance`), and no tensor, variable or composite tensor is callable."""
+    return callable(target) and not isinstance(target, (tf.Tensor, tf.Variable))
 
 
 def _finished(spec, options, compute, target, args, in_pieces=False):
