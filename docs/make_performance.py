@@ -457,15 +457,17 @@ def _programs_rows(traces) -> list:
              f"{rows[0]['processes']} fresh processes, taking turns; build and run are the",
              "medians (TF2's build is the first call, tracing included). *Ratios* are the",
              "loop's time over ours."]
+    if run:
+        lines += [f"Run {run['date']} ({run['minutes']:.1f} min), load average "
+                  f"{run['load']:.1f} at the start; command: ``{run['command']}``"
+                  + (f" (``TF_ENABLE_ONEDNN_OPTS``: {run['onednn']})." if "onednn" in run
+                     else ".")]
     same = [f"{r['workload']} ({r['mode']})" for r in rows if r.get("same_graph")]
     if same:
         lines += ["", f"Same graph: {', '.join(same)} built the loop's graph op for op (names",
                   "and inputs included), so its build differs only by compat_grads' input",
                   "checks: a tie at 0.95 of the loop's speed or more. Its row is the median",
                   f"of {next(r['processes'] for r in rows if r.get('same_graph'))} processes."]
-    if run:
-        lines += [f"Run {run['date']} ({run['minutes']:.1f} min), load average "
-                  f"{run['load']:.1f} at the start; command: ``{run['command']}``."]
     table = []
     for row in rows:
         for name, r in row["recipes"].items():
