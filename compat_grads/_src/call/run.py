@@ -114,8 +114,10 @@ def _batch_of(source):
 
 def _is_callable(target) -> bool:
     """A callable target (a function, a model), not a tensor. Asked on every eager call:
-    `tf.is_tensor` of a Python function costs about 25 µs (a typing Protocol's
-    `isinstance`), and no tensor, variable or composite tensor is callable."""
+    `tf.is_tensor` of a Python function runs a typing Protocol's `isinstance` (35 µs under
+    cProfile; `stacked_jacobian`'s eager call on a 3-vector went from 63-102 to 32-35 µs
+    over its concrete function without it), and no tensor, variable or composite tensor
+    is callable."""
     return callable(target) and not isinstance(target, (tf.Tensor, tf.Variable))
 
 
