@@ -41,14 +41,15 @@ def keeps_rows(target, source) -> bool:
         if _key(t) in done:
             todo.pop()
             continue
-        waiting = [i for i in _row_inputs(t) if _key(i) not in done]
+        inputs = _row_inputs(t)
+        waiting = [i for i in inputs if _key(i) not in done]
         if waiting:
             todo.extend(waiting)
             if len(todo) > _LIMIT:
                 return False
             continue
         todo.pop()
-        done[_key(t)] = _follows(t, done)
+        done[_key(t)] = bool(inputs) and _follows(t, [done[_key(i)] for i in inputs])
     return bool(done.get(_key(target)))
 
 
@@ -56,30 +57,26 @@ def _key(t):
     return id(t.op), t.value_index
 
 
+_FIRST_INPUT = frozenset({"MatMul", "GatherV2", "ExpandDims", "Squeeze", "StridedSlice",
+                          *_REDUCE})
+"""Ops whose output rows can only come from their first input."""
+_KNOWN = _SAME_SHAPE | _BROADCAST | _FIRST_INPUT | {"ConcatV2", "Pack"}
+
+
 def _row_inputs(t) -> list:
-    """The inputs whose rows `t` may take: the ones the rule for its op reads."""
+    """The inputs whose rows `t` may take: the ones the rule for its op reads (none for an
+    op without a rule, or for another output than the first)."""
     op = t.op
-    if t.value_index != 0 or not _known_op(op):
+    if t.value_index != 0 or op.type not in _KNOWN:
         return []
-    if op.type in ("MatMul", "GatherV2", "ExpandDims", "Squeeze", "StridedSlice") or \
-            op.type in _REDUCE:
+    if op.type in _FIRST_INPUT:
         return [op.inputs[0]]
-    if op.type == "ConcatV2":
-        return list(op.inputs[:-1])
-    return list(op.inputs)
+    return list(op.inputs[:-1] if op.type == "ConcatV2" else op.inputs)
 
 
-def _known_op(op) -> bool:
-    return op.type in _SAME_SHAPE or op.type in _BROADCAST or op.type in _REDUCE or \
-        op.type in ("MatMul", "GatherV2", "ExpandDims", "Squeeze", "StridedSlice",
-                    "ConcatV2", "Pack")
-
-
-def _follows(t, done) -> bool:
+def _follows(t, rows) -> bool:
+    """Whether `t` keeps the rows, given which of its row inputs (`_row_inputs`) do."""
     op = t.op
-    if not _row_inputs(t):
-        return False
-    rows = [done.get(_key(i), False) for i in _row_inputs(t)]
     if op.type in _SAME_SHAPE:
         return rows[0]
     if op.type in _BROADCAST:
