@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from compat_grads._src.core.errors import (
     DerivativeError,
+    MaterializedWarning,
     MemoryWarning,
     ModeError,
     VectorizationWarning,
@@ -28,6 +29,7 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and
         batch_hessian_diagonal,
         batch_jacobian,
         batch_laplacian,
+        clipped_gradients,
         divergence,
         hessian,
         hessian_diagonal,
@@ -35,6 +37,7 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and
         jvp,
         laplacian,
         per_element_gradients,
+        per_example_gradient_norms,
         per_example_gradients,
         stacked_jacobian,
         vjp,
@@ -46,8 +49,9 @@ __version__ = "0.2.0"
 
 _LAZY = {
     **dict.fromkeys(("batch_divergence", "batch_hessian", "batch_hessian_diagonal",
-                     "batch_jacobian", "batch_laplacian", "divergence", "hessian",
-                     "hessian_diagonal", "hvp", "jvp", "laplacian", "per_element_gradients",
+                     "batch_jacobian", "batch_laplacian", "clipped_gradients", "divergence",
+                     "hessian", "hessian_diagonal", "hvp", "jvp", "laplacian",
+                     "per_element_gradients", "per_example_gradient_norms",
                      "per_example_gradients", "stacked_jacobian", "vjp"), "compat_grads.api"),
     "check_derivatives": "compat_grads.testing",  # loads compat_grads.testing on first use
     "clear_cache": "compat_grads._src.call.compile",
@@ -56,6 +60,7 @@ _LAZY = {
 
 __all__ = [
     "DerivativeError",
+    "MaterializedWarning",
     "MemoryPlan",
     "MemoryWarning",
     "ModeError",
@@ -67,6 +72,7 @@ __all__ = [
     "batch_jacobian",
     "batch_laplacian",
     "check_derivatives",
+    "clipped_gradients",
     "clear_cache",
     "divergence",
     "execution_mode",
@@ -77,6 +83,7 @@ __all__ = [
     "laplacian",
     "memory_plans",
     "per_element_gradients",
+    "per_example_gradient_norms",
     "per_example_gradients",
     "stacked_jacobian",
     "vjp",

@@ -49,6 +49,29 @@ class Estimator:
         return self.num_samples or DEFAULT_PROBES
 
 
+REDUCTIONS = ("sum", "mean")
+
+
+@dataclasses.dataclass(frozen=True)
+class Clipping:
+    """How `clipped_gradients` clips and noises: each example's gradient scaled to an L2
+    norm of at most `l2_norm_clip`, the sum noised with `noise_multiplier * l2_norm_clip`
+    per element from the stateless `seed` (the same noise on every route), divided by the
+    batch size with `reduction="mean"`; `return_norms` adds the norms, `per_weight` gives
+    `per_example_gradient_norms` one norm per weight."""
+
+    l2_norm_clip: float | None = None
+    noise_multiplier: float = 0.0
+    seed: int | None = None
+    reduction: str = "sum"
+    return_norms: bool = False
+    per_weight: bool = False
+
+    @property
+    def noised(self) -> bool:
+        return self.noise_multiplier > 0
+
+
 @dataclasses.dataclass(frozen=True)
 class Options:
     """A public call's checked options: `how` for the math, the rest for the call path
@@ -67,23 +90,24 @@ class Options:
     return_value: bool = False
     flat: bool = False
     estimator: Estimator = Estimator()
+    clipping: Clipping = Clipping()
 
     @property
     def valued(self) -> bool:
         """Whether the result carries the value or aux besides the derivative."""
         return self.has_aux or self.return_value
 
-    def cache_key(self, function: str, estimator: Estimator | None = None) -> tuple:
+    def cache_key(self, function: str) -> tuple:
         """What the compile cache tells the compiled functions of `function` apart by: every
         option that changes what is traced (`tape` and `compile` are never set there, and
-        `jit_compile` is the cache's own). `estimator`: the estimator options traced, when
-        the seed is an input instead (a new seed, no new trace). A budget of 1 byte is not
-        the share 1.0, and a list of devices is a tuple."""
+        `jit_compile` is the cache's own; a seed that is an input instead is 0 here: a new
+        seed, no new trace). A budget of 1 byte is not the share 1.0, and a list of devices
+        is a tuple."""
         distribute = (tuple(self.distribute) if isinstance(self.distribute, list)
                       else self.distribute)
         return (function, self.how, type(self.how.memory_budget), self.independent,
                 self.loss_fn, distribute, self.gather, self.has_aux, self.return_value,
-                self.flat, self.estimator if estimator is None else estimator)
+                self.flat, self.estimator, self.clipping)
 
 
 _PLAIN = frozenset((bool, int, float, str, type(None)))
@@ -124,7 +148,8 @@ def _checked(function: str, *, compile, jit_compile, distribute=None, gather=Tru
     return Options(how, checked.get("tape"), checked.get("independent", True),
                    checked.get("loss_fn"), *flags, distribute, gather,
                    checked.get("has_aux", False), checked.get("return_value", False),
-                   checked.get("flat", False), _estimator(function, checked))
+                   checked.get("flat", False), _estimator(function, checked),
+                   _clipping(function, checked))
 
 
 def _estimator(function, checked) -> Estimator:
@@ -146,6 +171,42 @@ def _estimator(function, checked) -> Estimator:
             "from one probe is undefined), but got num_samples=1",
             "Pass num_samples=2 or more, or drop return_std=."))
     return estimator
+
+
+def _clipping(function, checked) -> Clipping:
+    """The checked clipping options, with the rule between them: noise needs a seed."""
+    clipping = Clipping(checked.get("l2_norm_clip"), checked.get("noise_multiplier", 0.0),
+                        checked.get("noise_seed"), checked.get("reduction", "sum"),
+                        checked.get("return_norms", False), checked.get("per_weight", False))
+    if clipping.noised and clipping.seed is None:
+        raise ValueError(message(
+            function, f"noise_multiplier={clipping.noise_multiplier} needs seed= (an int), "
+            "but got seed=None", "Pass seed= a new int each step (the noise comes from a "
+            "stateless generator: one seed gives the same noise on every route, and a "
+            "repeated seed repeats the noise), or noise_multiplier=0 for no noise."))
+    return clipping
+
+
+def _check_number(positive):
+    """A real number (an int or a float, not a bool): positive, or at least 0."""
+    wanted = "a positive number" if positive else "a number >= 0"
+
+    def check_one(function, name, value):
+        fix = (f"Pass {name}= as a Python float, e.g. {name}=1.0." if positive else
+               f"Pass {name}= as a Python float, e.g. {name}=1.1 (0 for no noise).")
+        if isinstance(value, (bool, np.bool_)) or not isinstance(
+                value, (int, float, np.integer, np.floating)):
+            raise TypeError(message(function, f"{name} must be {wanted}, but got "
+                                    f"{_shown(value)}", fix))
+        if not np.isfinite(value) or value < 0 or (positive and value == 0):
+            raise ValueError(message(function, f"{name} must be {wanted}, but got {value!r}",
+                                     fix))
+        return float(value)
+    return check_one
+
+
+def _check_noise_seed(function, name, value):
+    return None if value is None else _check_seed(function, "seed", value)
 
 
 def _check_bool(function, name, value):
@@ -235,9 +296,9 @@ def _check_seed(function, name, value):
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         raise TypeError(message(
             function, f"seed must be a Python int, but got {_shown(value)}",
-            "Pass an int such as seed=0: the probes come from a stateless generator, so "
-            "one seed gives the same estimate on every route (a tensor or a tf.random "
-            "Generator would not)."))
+            "Pass an int such as seed=0: the probes (or the noise) come from a stateless "
+            "generator, so one seed gives the same numbers on every route (a tensor or a "
+            "tf.random Generator would not)."))
     if not -2**63 <= value < 2**63:
         raise ValueError(message(function, f"seed must fit in 64 bits, but got {value}",
                                  "Pass a smaller int."))
@@ -294,5 +355,13 @@ _CHECKS = {
     "return_value": _check_bool,
     "flat": _check_bool,
     "tape": _check_tape,
+    "l2_norm_clip": _check_number(positive=True),
+    "noise_multiplier": _check_number(positive=False),
+    "noise_seed": _check_noise_seed,
+    "reduction": _check_choice(REDUCTIONS, f"one of {_listed(REDUCTIONS)}",
+                               "Use 'sum' (the sum of the clipped gradients, as DP-SGD "
+                               "noises it) or 'mean' (divided by the batch size)."),
+    "return_norms": _check_bool,
+    "per_weight": _check_bool,
     "loss_fn": _check_callable,
 }

@@ -255,8 +255,8 @@ def _compiled(spec, target, args, options):
     # Cheap tests first: this runs on every eager call (tensors and variables are not callable).
     if (options.compile and callable(target) and options.tape is None
             and _mode.runs_eagerly()):
-        passed, body, estimator = _seed_as_input(spec, args, options)
-        key = options.cache_key(spec.name, estimator)
+        passed, body, keyed = _seed_as_input(spec, args, options)
+        key = keyed.cache_key(spec.name)
         if run_compiled := _compile.compiled(target, passed, key, body, options.jit_compile,
                                              spec.bind_sources):
             return run_compiled()
@@ -264,16 +264,23 @@ def _compiled(spec, target, args, options):
 
 
 def _seed_as_input(spec, args, options):
-    """(the arguments, the computation the compiled function traces, the estimator options
-    it is keyed on). An estimate's seed is one more tensor input, not part of the key: a
-    training loop that draws new probes each step with a new seed runs one trace."""
-    estimator = options.estimator
-    if estimator.method == "exact":
-        return args, functools.partial(evaluate, spec, options=options), estimator
+    """(the arguments, the computation the compiled function traces, the options it is
+    keyed on). A seed is one more tensor input, not part of the key: a training loop that
+    draws new probes or new noise each step with a new seed runs one trace."""
+    estimator, clipping = options.estimator, options.clipping
+    if estimator.method == "exact" and not clipping.noised:
+        return args, functools.partial(evaluate, spec, options=options), options
+    seed = estimator.seed if estimator.method != "exact" else clipping.seed
 
     def seeded(target, passed):
-        drawn = dataclasses.replace(estimator, seed=passed[-1])
-        return evaluate(spec, target, passed[:-1],
-                        dataclasses.replace(options, estimator=drawn))
-    return ((*args, tf.constant(estimator.seed, tf.int64)), seeded,
-            dataclasses.replace(estimator, seed=0))
+        return evaluate(spec, target, passed[:-1], _seeded(options, passed[-1]))
+    return (*args, tf.constant(seed, tf.int64)), seeded, _seeded(options, 0)
+
+
+def _seeded(options, seed):
+    """`options` with `seed` as the seed of its estimate or of its noise."""
+    if options.estimator.method != "exact":
+        return dataclasses.replace(
+            options, estimator=dataclasses.replace(options.estimator, seed=seed))
+    return dataclasses.replace(options, clipping=dataclasses.replace(options.clipping,
+                                                                     seed=seed))

@@ -10,16 +10,22 @@ call path runs it in each piece of a split and inside the compiled function.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from compat_grads._src.backends import select as _select
 from compat_grads._src.call import distribute as _distribute
 from compat_grads._src.call import flat as _flat
+from compat_grads._src.call import specs_dp as _dp
 from compat_grads._src.call import value as _value
 from compat_grads._src.call.spec import Spec
+from compat_grads._src.core import mode as _mode
 from compat_grads._src.core import models as _models
 from compat_grads._src.core import structure as st
 from compat_grads._src.core.errors import describe, message
 from compat_grads._src.core.tf import tf
+from compat_grads._src.dp import ghost as _ghost
+from compat_grads._src.dp.context import Context
+from compat_grads._src.dp.factors import PerExample
 from compat_grads._src.jacobians import jacobians as _jacobians
 
 # -- the computations --------------------------------------------------------------------
@@ -114,7 +120,7 @@ def _callable(name, f):
 # -- per_example_gradients -----------------------------------------------------------------
 
 
-def _example_inputs(name, model, args):
+def example_inputs(name, model, args):
     """The weights (default: the model's trainable ones) and the batch, as tensors."""
     weights, x, y = args
     weights = _models.default_weights(name, model, weights)
@@ -135,17 +141,17 @@ def _per_example(name, model, args, options):
     model = capture or model
     with st.after(_models.check_batches(name, x, y)):
         if options.independent:
-            losses, aux, grads = _example_rows(name, model, weights, (x, y, count), options,
+            losses, aux, grads = example_rows(name, model, weights, (x, y, count), options,
                                                capture)
         else:
-            losses, grads = _coupled_examples(name, model, weights, (x, y, count), options)
+            losses, grads = coupled_examples(name, model, weights, (x, y, count), options)
             aux = capture and capture.first()[1]
     if not options.valued:
         return grads
     return _value.assemble(options, losses, aux, grads)
 
 
-def _coupled_examples(name, model, weights, batch, options):
+def coupled_examples(name, model, weights, batch, options):
     """The rows of the Jacobian of the batch's per-example losses (exact when examples
     interact). `batch` is (inputs, labels, number of examples: an int when static)."""
     x, y, count = batch
@@ -162,7 +168,7 @@ def _coupled_examples(name, model, weights, batch, options):
     return backend.target, problem.pack(blocks)
 
 
-def _example_rows(name, model, weights, batch, options, capture=None):
+def example_rows(name, model, weights, batch, options, capture=None):
     """Each example forward and backward on its own, vectorized over the batch; with
     `return_value` and `has_aux` (the model a `capture`) each example's loss and aux come
     from its own pass. Returns (losses or None, aux or None, gradients)."""
@@ -216,6 +222,74 @@ def _with_leaves(aux, stacks):
                                           for leaf in tf.nest.flatten(aux)])
 
 
+# -- private training (per_example_gradient_norms, clipped_gradients) ----------------------
+
+
+def _private(finish, name, model, args, options):
+    """The forward pass built once (in a graph: a one-off one with compile=False), each
+    weight's per-example gradient parts read by the rules of `compat_grads._src.dp`, the
+    weights no rule knows materialized by `example_rows`, then `finish(name, squared
+    norms, parts, batch, (weights, flat weights), options)` (`compat_grads._src.call.specs_dp`)."""
+    weights, x, y = args
+    _models.check_callables(name, options.loss_fn, model)
+    _select.check_model_mode(name, model)
+    flat = [_models.unwrap_variable(w) for w in tf.nest.flatten(weights)]
+    _dp.check_weights(name, flat)
+    return _mode.as_graph(lambda: _private_built(name, model, (weights, flat, x, y), options,
+                                                 finish))
+
+
+def _private_built(name, model, args, options, finish):
+    weights, flat, x, y = (*args[:2], *(_in_graph(t) for t in args[2:]))
+    count = _models.batch_size(name, x)
+    capture = _value.Capture(name, model, True) if options.has_aux else None
+    model = capture or model
+    graph = tf.compat.v1.get_default_graph()
+    start = len(graph.get_operations())
+    with st.after(_models.check_batches(name, x, y)):
+        losses = _models.per_example_losses(name, options.loss_fn, model, x, y,
+                                            count if isinstance(count, int) else None)
+        made = graph.get_operations()[start:]
+        sources = tf.nest.flatten(x) + tf.nest.flatten(y)
+        if options.independent:
+            context = Context(count, sources)
+            _dp.check_independent(name, losses, context, made)
+            found = _ghost.per_example_parts(losses, flat, {op.name for op in made}, context)
+            parts = _private_materialized(name, model, flat, found, (x, y, count), options)
+        else:
+            _, grads = coupled_examples(name, model, flat, (x, y, count), options)
+            parts = [None if g is None else [PerExample(g)] for g in grads]
+        squares = [_dp.squared(p, count, losses.dtype) for p in parts]
+        result = finish(name, squares, parts, count, (weights, flat), options)
+    if not options.valued:
+        return result
+    aux = capture.first()[1] if capture is not None else None
+    return _value.assemble(options, losses, aux, result)
+
+
+def _in_graph(nest):
+    """The batch as tensors of the graph being built (the eager ones a one-off graph of
+    compile=False captures become identities): the rules prove from these which tensors
+    hold the examples."""
+    graph = tf.compat.v1.get_default_graph()
+    return tf.nest.map_structure(
+        lambda t: t if getattr(t, "graph", None) is graph else tf.identity(t), nest)
+
+
+def _private_materialized(name, model, flat, found, batch, options):
+    """The parts, with each weight no rule knows materialized (one warning naming them)."""
+    missing = [i for i, parts in enumerate(found.parts) if parts is None]
+    if not missing:
+        return found.parts
+    _dp.warn_materialized(name, flat, found.why, missing)
+    plain = dataclasses.replace(options, return_value=False, has_aux=False)
+    _, _, grads = example_rows(name, model, [flat[i] for i in missing], batch, plain)
+    parts = list(found.parts)
+    for i, grad in zip(missing, grads):
+        parts[i] = [] if grad is None else [PerExample(grad)]
+    return parts
+
+
 # -- how distribute= splits them -----------------------------------------------------------
 
 
@@ -253,7 +327,7 @@ PER_ELEMENT_GRADIENTS = Spec("per_element_gradients", _per_element)
 BATCH_JACOBIAN = Spec("batch_jacobian", _batch_jacobian, split=_distribute.split_samples,
                       samples=True, flatten=_flat.batch_jacobian)
 PER_EXAMPLE_GRADIENTS = Spec("per_example_gradients", _per_example, split=_example_split,
-                             prepare=_example_inputs, tensor_target=False, bind_sources=True,
+                             prepare=example_inputs, tensor_target=False, bind_sources=True,
                              value="own", samples=True)
 HESSIAN = Spec("hessian", _hessian, split=_hessian_split, pieces=STACKED_JACOBIAN,
                needs_callable="the replicas differentiate it twice", flatten=_flat.hessian)
@@ -262,3 +336,9 @@ BATCH_HESSIAN = Spec("batch_hessian", _batch_hessian, split=_distribute.split_sa
 JVP = Spec("jvp", _jvp, value="outputs", argument="f")
 VJP = Spec("vjp", _vjp, value="outputs", argument="f")
 HVP = Spec("hvp", _hvp, argument="f")
+PER_EXAMPLE_GRADIENT_NORMS = Spec(
+    "per_example_gradient_norms", functools.partial(_private, _dp.norms_of),
+    prepare=example_inputs, tensor_target=False, bind_sources=True, value="own")
+CLIPPED_GRADIENTS = Spec(
+    "clipped_gradients", functools.partial(_private, _dp.clipped_of), prepare=example_inputs,
+    tensor_target=False, bind_sources=True, value="own")

@@ -31,6 +31,14 @@ class VectorizationWarning(UserWarning):
     """pfor could not vectorize a Jacobian; it was computed one row at a time instead."""
 
 
+class MaterializedWarning(UserWarning):
+    """`per_example_gradient_norms` or `clipped_gradients` met a weight whose use no rule
+    knows (a layer kind, or an op): that weight's per-example gradients were materialized
+    (vectorized, `[b] + its shape`) instead of being read from its layer's inputs and output
+    gradients. The values are the same; the time and memory are those of
+    `per_example_gradients` for that weight."""
+
+
 class MemoryWarning(UserWarning):
     """An eager call with `chunk_size="auto"` ran out of memory and was computed again in
     smaller chunks (the warning names the chunk that fit)."""

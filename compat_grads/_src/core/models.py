@@ -59,6 +59,10 @@ def per_example_losses(function, loss_fn, model, x, y, batch):
     losses = tf.convert_to_tensor(_returned(function, "loss_fn", loss_fn(y, predictions)))
     if losses.shape.rank == 0 or not losses.shape[:1].is_compatible_with([batch]):
         raise ValueError(_loss_shape_error(function, losses, batch))
+    if losses.shape.rank == 1:
+        return losses
+    if losses.shape.rank is not None:
+        return tf.reduce_sum(losses, axis=list(range(1, losses.shape.rank)))
     return tf.reduce_sum(tf.reshape(losses, [tf.shape(losses)[0], -1]), axis=1)
 
 

@@ -1,0 +1,147 @@
+"""What a rule gives for one use of a weight, and the math on it.
+
+A use's per-example gradient is either an `Outer` factor, `G_s = sum_t left[s, t] ⊗
+right[s, t]` (a dense layer's input rows and output gradients, a convolution's patches, an
+embedding's one-hot rows), or a `PerExample` gradient already materialized (a bias, a
+scale: as small as the weight). A weight's squared norm per example sums over its uses
+before squaring (a weight used twice is one weight): by the Gram matrices of the factors,
+`sum_{t,t'} (l_t·l_t')(r_t·r_t')`, or by the materialized `[b, P, Q]`, whichever is smaller.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from compat_grads._src.core.tf import tf
+
+
+@dataclasses.dataclass(frozen=True)
+class Outer:
+    """`G_s = sum_t left[s, t] ⊗ right[s, t]`, flattened in the weight's order (P first).
+    `left` is `[b, T, P]`, or None with `indices` `[b, T]`: one-hot rows of depth P (an
+    embedding's table rows). `right` is `[b, T, Q]`."""
+
+    left: tf.Tensor | None
+    right: tf.Tensor
+    depth: int
+    indices: tf.Tensor | None = None
+
+    @property
+    def rows(self) -> int | None:
+        return tf.compat.dimension_value(self.right.shape[1])
+
+    @property
+    def size(self) -> int:
+        return self.depth * int(self.right.shape[-1])
+
+
+@dataclasses.dataclass(frozen=True)
+class PerExample:
+    """The per-example gradient of one use, `[b] + view shape` (the weight's elements in
+    its order)."""
+
+    grads: tf.Tensor
+
+
+def squared_norms(parts, batch):
+    """Each example's squared gradient norm over one weight, `[batch]`, from the parts of
+    its uses (`Outer` or `PerExample`)."""
+    outers = [p for p in parts if isinstance(p, Outer)]
+    if len(outers) == len(parts) and len({int(p.right.shape[-1]) for p in outers}) == 1:
+        if _gram_is_smaller(outers):
+            return _gram_norms(outers)
+    total = per_example_total(parts, batch)
+    return tf.reduce_sum(tf.square(total), axis=1)
+
+
+def clipped_sum(parts, batch, scale, shape):
+    """`sum_s scale[s] * G_s` in the weight's `shape`."""
+    total = None
+    for part in parts:
+        if isinstance(part, PerExample):
+            flat = tf.reshape(part.grads, [batch, -1])
+            term = tf.linalg.matvec(flat, tf.cast(scale, flat.dtype), transpose_a=True)
+        else:
+            right = part.right * tf.cast(scale, part.right.dtype)[:, None, None]
+            term = tf.reshape(_outer_total(part, right), [-1])
+        total = term if total is None else total + tf.cast(term, total.dtype)
+    return tf.reshape(total, shape)
+
+
+def _outer_total(part, right):
+    """`sum_{s,t} left[s,t] ⊗ right[s,t]`, `[P, Q]`."""
+    q = int(right.shape[-1])
+    right = tf.reshape(right, [-1, q])
+    if part.left is None:
+        return tf.math.unsorted_segment_sum(right, tf.reshape(part.indices, [-1]), part.depth)
+    left = tf.reshape(part.left, [-1, part.depth])
+    return tf.matmul(left, right, transpose_a=True)
+
+
+def _gram_is_smaller(outers) -> bool:
+    """Gram matrices hold `b·T·T'` numbers per pair of uses, the materialized gradient
+    `b·P·Q`: the smaller wins (rows unknown while building: the Gram form when the
+    gradient is large)."""
+    rows = [p.rows for p in outers]
+    size = outers[0].size
+    if None in rows:
+        return size > 4096
+    return sum(rows) ** 2 <= size
+
+
+def _gram_norms(outers):
+    total = None
+    for i, u in enumerate(outers):
+        for j in range(i, len(outers)):
+            v = outers[j]
+            term = tf.reduce_sum(_left_gram(u, v) * _gram(u.right, v.right), axis=[1, 2])
+            term = term if i == j else 2 * term
+            total = term if total is None else total + term
+    return total
+
+
+def _gram(a, b):
+    return tf.matmul(a, b, transpose_b=True)
+
+
+def _left_gram(u, v):
+    """`[b, T_u, T_v]` inner products of the two uses' left factors."""
+    dtype = u.right.dtype
+    if u.left is not None and v.left is not None:
+        return tf.cast(_gram(u.left, v.left), dtype)
+    if u.left is None and v.left is None:
+        return tf.cast(tf.equal(u.indices[:, :, None], v.indices[:, None, :]), dtype)
+    if u.left is None:
+        return tf.transpose(_left_gram(v, u), [0, 2, 1])
+    picked = tf.gather(u.left, v.indices, axis=2, batch_dims=1)  # [b, T_u, T_v]
+    return tf.cast(picked, dtype)
+
+
+def per_example_total(parts, batch):
+    """The per-example gradient over every use, `[batch, size]`."""
+    total = None
+    for part in parts:
+        if isinstance(part, PerExample):
+            flat = tf.reshape(part.grads, [batch, -1])
+        else:
+            flat = tf.reshape(_materialized(part, batch), [batch, -1])
+        total = flat if total is None else total + tf.cast(flat, total.dtype)
+    return total
+
+
+def _materialized(part, batch):
+    """An `Outer`'s per-example gradient, `[batch, P, Q]`."""
+    if part.left is not None:
+        return tf.matmul(part.left, part.right, transpose_a=True)
+    rows = tf.shape(part.indices)[1]
+    example = tf.repeat(tf.range(batch), rows)
+    ids = example * part.depth + tf.cast(tf.reshape(part.indices, [-1]), example.dtype)
+    q = int(part.right.shape[-1])
+    return tf.math.unsorted_segment_sum(tf.reshape(part.right, [-1, q]), ids,
+                                        batch * part.depth)
+
+
+def elements(shape) -> int:
+    return int(np.prod(shape, dtype=np.int64))

@@ -1,0 +1,105 @@
+"""Where the forward pass reads each weight: the ops that consume its value (through views
+that keep its elements in order: reads, identities, casts, reshapes), among the ops the
+forward pass created."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from compat_grads._src.core.tf import tf
+from compat_grads._src.core.variables import unwrap_variable
+
+VIEWS = frozenset({"ReadVariableOp", "Identity", "Cast", "Reshape", "ExpandDims", "Squeeze",
+                   "Snapshot"})
+"""Ops whose output is the weight's elements in the same row-major order: a rule sees the
+view an op reads, and its per-example gradient is the weight's, reshaped."""
+
+
+DERIVED = frozenset({"Mul", "RealDiv", "Neg", "Sub", "Add", "AddV2"})
+"""Ops that make a tensor derived from the weight when their other inputs are the same for
+every example (BatchNormalization's `gamma * rsqrt(variance + eps)`): its uses are the
+weight's, pulled back through them."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """Input `index` of `op` is the weight (or what is derived from it), the other inputs
+    the same for every example."""
+
+    op: tf.Operation
+    index: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Use:
+    """Input `index` of `op` reads `view`, a view of the weight with the shape `shape`
+    (a resource handle's is its variable's), or of a tensor derived from it by `chain`."""
+
+    op: tf.Operation
+    index: int
+    view: tf.Tensor
+    shape: tf.TensorShape
+    chain: tuple = ()
+
+    @property
+    def output(self) -> tf.Tensor:
+        """The tensor whose output gradient the rules read."""
+        return self.op.outputs[0]
+
+
+def uses_of(weight, graph, created, fixed) -> list[Use]:
+    """Every read of `weight` by an op of `created` (a set of op names of `graph`: those
+    the forward pass made), through views and through ops that derive a tensor from it
+    with tensors `fixed(t)` says are the same for every example. A weight the graph never
+    reads has none."""
+    found, todo, seen = [], [(t, ()) for t in _values_in(weight, graph)], set()
+    while todo:
+        tensor, chain = todo.pop()
+        if id(tensor) in seen:
+            continue
+        seen.add(id(tensor))
+        for op in tensor.consumers():
+            if op.type in VIEWS and op.outputs:
+                todo.append((op.outputs[0], chain))
+                continue
+            if op.name not in created:
+                continue
+            for i, t in enumerate(op.inputs):
+                if t is not tensor:
+                    continue
+                if _derives(op, i, fixed):
+                    todo.append((op.outputs[0], (*chain, Step(op, i))))
+                    continue
+                shape = weight.shape if tensor.dtype == tf.resource else tensor.shape
+                found.append(Use(op, i, tensor, shape, chain))
+    return found
+
+
+def _derives(op, index, fixed) -> bool:
+    """Whether `op`'s output is derived from its input `index` linearly, its other inputs
+    the same for every example."""
+    if op.type not in DERIVED or (op.type == "RealDiv" and index != 0):
+        return False
+    return all(fixed(t) for i, t in enumerate(op.inputs) if i != index)
+
+
+def _values_in(weight, graph) -> list:
+    """The tensors of `graph` that stand for `weight`: a resource variable's handle (as the
+    graph captured it), a TF1 variable's reference, or the tensor itself."""
+    weight = unwrap_variable(weight)
+    if isinstance(weight, tf.Tensor):
+        return [weight] if weight.graph is graph else []
+    handle = getattr(weight, "handle", None) if _is_resource(weight) else None
+    if handle is None:
+        ref = getattr(weight, "_variable", None)  # a TF1 reference variable
+        return [ref] if ref is not None and getattr(ref, "graph", None) is graph else []
+    if getattr(handle, "graph", None) is graph:
+        return [handle]
+    return [inner for outer, inner in getattr(graph, "captures", ()) if outer is handle]
+
+
+def _is_resource(weight) -> bool:
+    try:
+        return bool(getattr(weight, "handle", None) is not None)
+    except (AttributeError, ValueError, TypeError):
+        return False
