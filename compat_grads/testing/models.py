@@ -26,8 +26,9 @@ import numpy as np
 
 from compat_grads._src.core.tf import keras2, tf
 from compat_grads.testing import modes, process
+from compat_grads.testing import private_training as _private
 from compat_grads.testing.matrix import cover, select
-from compat_grads.testing.oracle import central_difference, unit
+from compat_grads.testing.oracle import example_differences
 from compat_grads.testing.routes import Result, captured
 from compat_grads.testing.tolerances import MODEL_TOLERANCE as TOLERANCE
 from compat_grads.testing.tolerances import pin_runtime_for_bitwise, scaled_error
@@ -36,7 +37,9 @@ BATCH = 4
 UNCOMPILED = modes.route(modes.EAGER, "uncompiled")
 ROUTES = (*modes.MODES, UNCOMPILED)
 TF2_ROUTES = ROUTES[1:]
-FUNCTIONS = ("per_example_gradients", "weights_jacobian", "batch_jacobian")
+FUNCTIONS = (*_private.FUNCTIONS, "per_example_gradients", "weights_jacobian",
+             "batch_jacobian")
+"""The functions of the model items, the costliest first (`quick` takes the cheap ones)."""
 
 
 def keras():
@@ -152,7 +155,7 @@ def _dropout(init, dtype):
 # in TF1 graphs tf_keras's RNN loop is a v1 while_loop, which pfor must not see at all;
 # nor can tf.gradients differentiate a v1 while_loop built outside the loop that stacks the
 # rows, so there each row runs the model again (with a warning).
-RNN_FALLBACKS = ("per_example_gradients@*", "*@tf1")
+RNN_FALLBACKS = ("per_example_gradients@*", "*@tf1", *_private.FALLBACKS)
 
 CASES = (
     ModelCase("mlp", _mlp, (5,), strategies=({}, {"strategy": "loop"}, {"chunk_size": 3})),
@@ -166,7 +169,7 @@ CASES = (
         ("DepthwiseConv2D", None, {"depth_multiplier": 2}),
         ("SeparableConv2D", 2, {"padding": "same"})), (5, 5, 2)),
     ModelCase("conv_transpose", _conv_layers(("Conv2DTranspose", 2, {"strides": 2})),
-              (3, 3, 2)),
+              (3, 3, 2), falls_back=_private.FALLBACKS),
     ModelCase("conv3d", _conv_layers(("Conv3D", 2, {"strides": (2, 1, 1), "padding": "same"}),
                                      ("Conv3D", 2, {})), (6, 4, 4, 2)),
     ModelCase("embedding", _embedding, (3,), vocabulary=7),
@@ -205,7 +208,7 @@ def items(pattern: str | None = None) -> list:
     for case in CASES:
         for options in case.strategies:
             out.append(ModelItem(case, "per_example_gradients", tuple(sorted(options.items()))))
-        out.append(ModelItem(case, "weights_jacobian"))
+        out += [ModelItem(case, f) for f in ("weights_jacobian", *_private.FUNCTIONS)]
         if case.vocabulary is None:
             out.append(ModelItem(case, "batch_jacobian"))
     return select(out, pattern)
@@ -270,6 +273,9 @@ def invoke(item: ModelItem, model, x, y, compile=True):
                                         weights=model.trainable_weights,
                                         independent=not case.coupled, compile=compile,
                                         **options)
+    if item.function in _private.FUNCTIONS:
+        return _private.invoke(item.function, loss_fn, call(case, model), x, y,
+                               model.trainable_weights, not case.coupled, compile)
     if item.function == "weights_jacobian":
         return cg.stacked_jacobian(lambda ws: _per_example_losses(case, model, x, y),
                                    model.trainable_weights, compile=compile, **options)
@@ -347,9 +353,8 @@ def oracle(item: ModelItem) -> list:
         model = build_model(case, tf.float64)
         xs = tf.constant(x, _input_dtype(case, tf.float64))
         return _loop_of_gradients(case, model, xs, tf.constant(y)), None
-    if tf.executing_eagerly():
-        return _numpy(build()[0])
-    return _in_session(build)
+    grads = _numpy(build()[0]) if tf.executing_eagerly() else _in_session(build)
+    return _private.expected(item.function, grads)
 
 
 def _loop_of_gradients(case, model, x, y):
@@ -368,22 +373,9 @@ def _loop_of_gradients(case, model, x, y):
     return [tf.stack(column) for column in zip(*rows)]
 
 
-def _central_differences(case, x, step=1e-6):
+def _central_differences(case, x):
     """d logits[s] / d x[s] per example, shape `[b] + logits.shape[1:] + x.shape[1:]`."""
-    evaluate = _evaluator(case)
-    flat = x.reshape(BATCH, -1)
-
-    def along(direction):
-        return central_difference(lambda f: evaluate(f.reshape(x.shape)), flat, direction,
-                                  step)
-    columns = []
-    for j in range(flat.shape[1]):
-        if case.coupled:  # move one example at a time: the others see the batch change
-            columns.append(np.stack([along(unit(flat.shape, (s, j)))[s]
-                                     for s in range(BATCH)]))
-        else:  # examples are independent: every example moves at once
-            columns.append(along(unit(flat.shape, (slice(None), j))))
-    return np.stack(columns, axis=-1).reshape(*columns[0].shape, *x.shape[1:])
+    return example_differences(_evaluator(case), x, case.coupled)
 
 
 def _evaluator(case):

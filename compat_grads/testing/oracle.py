@@ -56,6 +56,25 @@ def central_difference(evaluate, x, direction, step):
     return (plus - minus) / (2 * step)
 
 
+def example_differences(evaluate, x, coupled, step=1e-6) -> np.ndarray:
+    """d evaluate(x)[s] / d x[s] per example by central differences, shape `[b] +
+    y.shape[1:] + x.shape[1:]`: every example moved at once when they are independent, one
+    at a time when they are `coupled` (the others then see the batch change)."""
+    flat = x.reshape(x.shape[0], -1)
+
+    def along(direction):
+        return central_difference(lambda f: evaluate(f.reshape(x.shape)), flat, direction,
+                                  step)
+    columns = []
+    for j in range(flat.shape[1]):
+        if coupled:
+            columns.append(np.stack([along(unit(flat.shape, (s, j)))[s]
+                                     for s in range(x.shape[0])]))
+        else:
+            columns.append(along(unit(flat.shape, (slice(None), j))))
+    return np.stack(columns, axis=-1).reshape(*columns[0].shape, *x.shape[1:])
+
+
 def unit(shape, index) -> np.ndarray:
     """The float64 array of `shape` that is 1 at the flat (or tuple) `index`, 0 elsewhere."""
     direction = np.zeros(shape)

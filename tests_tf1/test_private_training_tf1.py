@@ -1,0 +1,101 @@
+"""per_example_gradient_norms and clipped_gradients in a TF1 graph (the Keras model cases
+run here too: tests_tf1/test_models.py): reference and resource variables read by a plain
+function, an unknown batch fed at run time, an embedding looked up twice in one example, a
+weight no rule knows, and the noise of a seed, the same numbers TF2 draws."""
+
+import warnings
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import compat_grads as cg
+
+v1 = tf.compat.v1
+RNG = np.random.default_rng(0)
+
+
+def _model(resource):
+    W = v1.get_variable("W", [5, 4], use_resource=resource)
+    b = v1.get_variable("b", [4], use_resource=resource)
+    V = v1.get_variable("V", [4, 2], use_resource=resource)
+    E = v1.get_variable("E", [7, 2], use_resource=resource)
+    scale = v1.get_variable("scale", [2], use_resource=resource)
+
+    def model(inputs):
+        x, ids = inputs
+        h = tf.tanh(tf.matmul(x, W) + b)
+        looked = tf.reduce_sum(tf.nn.embedding_lookup(E, ids), 1)
+        return tf.matmul(h, V) + looked * tf.math.cumsum(scale)
+    return model, [W, b, V, E, scale]
+
+
+def _loss(y_true, y_pred):
+    return tf.reduce_sum(tf.square(y_true - y_pred), -1)
+
+
+@pytest.mark.parametrize("resource", [False, True], ids=["reference", "resource"])
+def test_a_tf1_graph_matches_a_loop_of_tf_gradients(resource):
+    with tf.Graph().as_default():
+        model, weights = _model(resource)
+        x = v1.placeholder(tf.float32, [None, 5])
+        ids = v1.placeholder(tf.int32, [None, 3])
+        y = v1.placeholder(tf.float32, [None, 2])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            norms = cg.per_example_gradient_norms(_loss, model, (x, ids), y, weights=weights)
+            clipped, again = cg.clipped_gradients(_loss, model, (x, ids), y, weights=weights,
+                                                  l2_norm_clip=1.0, return_norms=True)
+        noted = [str(w.message) for w in caught if w.category is cg.MaterializedWarning]
+        assert len(noted) == 2 and all("scale" in n and "'Cumsum'" in n for n in noted)
+        loop = [[tf.convert_to_tensor(g) for g in v1.gradients(
+            tf.reduce_sum(_loss(y[s:s + 1], model((x[s:s + 1], ids[s:s + 1])))), weights)]
+            for s in range(5)]
+        with v1.Session() as session:
+            session.run(v1.global_variables_initializer())
+            ids_value = RNG.integers(0, 7, (5, 3))
+            ids_value[:, 1] = ids_value[:, 0]  # a row looked up twice: its gradients add
+            feed = {x: RNG.standard_normal((5, 5)), ids: ids_value,
+                    y: RNG.standard_normal((5, 2))}
+            got, sums, got_again, rows = session.run([norms, clipped, again, loop], feed)
+    grads = [np.stack(column) for column in zip(*rows)]
+    want = np.sqrt(sum(np.sum(g.reshape(5, -1) ** 2, 1) for g in grads))
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    np.testing.assert_allclose(got_again, want, rtol=1e-5)
+    scale = 1.0 / np.maximum(want, 1.0)
+    for mine, g in zip(sums, grads):
+        np.testing.assert_allclose(mine, np.tensordot(scale, g, 1), rtol=1e-5, atol=1e-6)
+
+
+def test_the_noise_of_a_seed_is_the_stateless_normal_tf2_draws_too():
+    with tf.Graph().as_default():
+        model, weights = _model(True)
+        x = v1.placeholder(tf.float32, [None, 5])
+        ids = v1.placeholder(tf.int32, [None, 3])
+        y = v1.placeholder(tf.float32, [None, 2])
+        noised = cg.clipped_gradients(_loss, model, (x, ids), y, weights=weights,
+                                      l2_norm_clip=0.5, noise_multiplier=2.0, seed=21)
+        clean = cg.clipped_gradients(_loss, model, (x, ids), y, weights=weights,
+                                     l2_norm_clip=0.5)
+        want = [tf.random.stateless_normal(w.shape, [21, i]) * 1.0
+                for i, w in enumerate(weights)]
+        with v1.Session() as session:
+            session.run(v1.global_variables_initializer())
+            feed = {x: RNG.standard_normal((3, 5)), ids: RNG.integers(0, 7, (3, 3)),
+                    y: RNG.standard_normal((3, 2))}
+            a, b, w = session.run([noised, clean, want], feed)
+    for noisy, plain, expected in zip(a, b, w):
+        np.testing.assert_allclose(noisy - plain, expected, atol=1e-5)
+
+
+def test_bad_options_are_named_in_a_tf1_graph():
+    with tf.Graph().as_default():
+        model, weights = _model(True)
+        x = v1.placeholder(tf.float32, [None, 5])
+        ids = v1.placeholder(tf.int32, [None, 3])
+        y = v1.placeholder(tf.float32, [None, 2])
+        with pytest.raises(ValueError, match="l2_norm_clip must be a positive number"):
+            cg.clipped_gradients(_loss, model, (x, ids), y, weights=weights, l2_norm_clip=0)
+        with pytest.raises(ValueError, match="needs seed="):
+            cg.clipped_gradients(_loss, model, (x, ids), y, weights=weights,
+                                 l2_norm_clip=1.0, noise_multiplier=1.0)
