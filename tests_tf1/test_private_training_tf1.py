@@ -99,3 +99,29 @@ def test_bad_options_are_named_in_a_tf1_graph():
         with pytest.raises(ValueError, match="needs seed="):
             cg.clipped_gradients(_loss, model, (x, ids), y, weights=weights,
                                  l2_norm_clip=1.0, noise_multiplier=1.0)
+
+
+def test_the_tf1_session_example_of_the_guide_trains():
+    import pathlib
+    import re
+
+    page = (pathlib.Path(__file__).resolve().parents[1] / "docs" / "privacy.rst").read_text()
+    section = page[page.index("\nThe same in a TF1 Session\n"):]
+    block = re.search(r"\.\. code-block:: python\n\n((?:   .*\n|\n)+)", section).group(1)
+    code = "\n".join(line[3:] for line in block.splitlines())
+    code = code.replace("tf.compat.v1.disable_v2_behavior()", "")  # done once per process
+    with tf.Graph().as_default():
+        scope = {}
+        exec(code, scope)  # noqa: S102 - the page's own example
+        with v1.Session() as session:
+            session.run(v1.global_variables_initializer())
+            before = session.run(scope["w"])
+            feed = {scope["x"]: RNG.standard_normal((8, 5)),
+                    scope["y"]: RNG.integers(0, 3, 8)}
+            first = session.run(scope["grads"], feed)
+            session.run(scope["train"], feed)
+            second = session.run(scope["grads"], feed)
+            after = session.run(scope["w"])
+    assert np.abs(after - before).max() > 0
+    # the global step is the seed: the noise of step 1 is not that of step 0
+    assert np.abs(first[0] - second[0]).max() > 0.01

@@ -4,6 +4,9 @@ attention and tied embeddings, a weight used twice, the fallback for a layer no 
 the noise, the options and bad input. The oracle is a Python loop of one-example
 gradients."""
 
+import json
+import pathlib
+import re
 import warnings
 
 import keras
@@ -106,6 +109,11 @@ KERAS3 = {
     "normalizations in inference": (lambda: keras.Sequential([
         L.Dense(6), L.LayerNormalization(), L.BatchNormalization(), L.Dense(3)]), (5, 4), None),
     "attention block": (AttentionBlock, (3, 6), 11),
+    "lstm, unrolled while built": (lambda: keras.Sequential([
+        L.Embedding(11, 4), L.LSTM(5), L.Dense(3)]), (4, 6), 11),
+    "bidirectional simple rnn": (lambda: keras.Sequential([
+        L.Embedding(11, 4), L.Bidirectional(L.SimpleRNN(5, return_sequences=True)),
+        L.GlobalAveragePooling1D(), L.Dense(3)]), (4, 6), 11),
     "tied embeddings": (TiedEmbeddings, (3, 5), 11),
 }
 
@@ -126,6 +134,21 @@ def test_keras3_layers_need_no_fallback_and_match_the_loop(case):
     x, y = _batch(shape, vocabulary, per_token=tied)
     model(x)
     assert not _check(_per_token if tied else _sparse, model, x, y)
+
+
+def test_a_keras3_gru_reads_all_but_its_recurrent_bias_and_restores_the_layer():
+    keras.utils.set_random_seed(6)
+    gru = L.GRU(5)
+    model = keras.Sequential([L.Embedding(11, 4), gru, L.Dense(3)])
+    x, y = _batch((4, 6), 11)
+    model(x)
+    caught = _check(_sparse, lambda v: model(v, training=False), x, y,
+                    weights=model.trainable_weights)
+    # Keras 3 adds its recurrent bias to a zero state before slicing it: that one weight
+    # is materialized, the others are read
+    assert all("1 weight(s)" in str(w.message) and "gru_cell/bias" in str(w.message)
+               for w in caught) and len(caught) == 2
+    assert gru.unroll is False
 
 
 def test_a_weight_used_twice_is_one_weight():
@@ -361,3 +384,51 @@ def test_batch_statistics_with_independent_examples_are_named(legacy):
                                          "interact, but the op"):
         cg.clipped_gradients(_sparse, lambda v: model(v, training=True), x, y,
                              l2_norm_clip=1.0, weights=model.trainable_weights)
+
+
+PAGE = pathlib.Path(__file__).resolve().parents[1] / "docs" / "privacy.rst"
+
+
+def page_block(title):
+    """The python code block of the Private training page's section `title`."""
+    text = PAGE.read_text()
+    section = text[text.index(f"\n{title}\n"):]
+    block = re.search(r"\.\. code-block:: python\n\n((?:   .*\n|\n)+)", section).group(1)
+    return "\n".join(line[3:] for line in block.splitlines())
+
+
+def test_the_keras_training_step_of_the_guide_trains_with_new_noise_each_step():
+    scope = {}
+    exec(page_block("A Keras training step"), scope)  # noqa: S102 - the page's own example
+    model = scope["model"]
+    assert int(model.optimizer.iterations) == 2  # 64 examples in batches of 32
+    before = [w.numpy() for w in model.trainable_weights]
+    x, y = tf.random.normal([32, 28, 28, 1]), tf.zeros([32], tf.int32)
+    first = model.train_on_batch(x, y, return_dict=True)
+    after = [w.numpy() for w in model.trainable_weights]
+    assert any(np.abs(a - b).max() > 0 for a, b in zip(after, before))
+    assert np.isfinite(first["median_norm"])
+    # one step's noise is not the next one's: the seed is the optimizer's step counter
+    step = model.optimizer.iterations
+    noises = [cg.clipped_gradients(keras.losses.sparse_categorical_crossentropy, model, x, y,
+                                   l2_norm_clip=1.0, noise_multiplier=1.0, seed=step + k)
+              for k in (0, 1)]
+    assert np.abs(np.asarray(noises[0][0]) - np.asarray(noises[1][0])).max() > 0.1
+
+
+def test_the_layer_table_of_the_guide_is_the_rules_registry():
+    from compat_grads._src.dp.rules import LAYERS
+
+    text = PAGE.read_text()
+    table = text[text.index("\nWhich layers have rules\n"):text.index("\nNot yet:")]
+    cells = re.findall(r"\n   [* ] - (.+)", table)
+    assert list(zip(cells[2::2], cells[3::2])) == list(LAYERS)
+
+
+def test_the_guide_shows_the_committed_bench_run():
+    from compat_grads.bench import private
+
+    report = json.loads((PAGE.parent / "_static" / "bench" / "private.json").read_text())
+    assert (PAGE.parent / "_static" / "bench" / "private.rst").read_text() == private.rst(
+        report)
+    assert [found["model"] for found in report["models"]] == list(private.MODELS)

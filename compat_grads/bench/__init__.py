@@ -21,7 +21,11 @@ def add_arguments(parser) -> None:
                         help="instead: per-sample Laplacians and divergences of an MLP "
                         "against the recipes users write (nested tapes, Hessian + trace, "
                         "TF1 loop, DeepXDE, JAX, folx), with the memory peak")
+    parser.add_argument("--private", action="store_true",
+                        help="instead: a private training step (clipped_gradients) against "
+                        "the non-private step and the per-example recipes, time and peak "
+                        "memory, on four models")
     parser.add_argument("--json", metavar="FILE",
-                        help="with --traces: write the raw numbers there (default: "
-                        "OUT/traces.json)")
+                        help="with --traces or --private: write the raw numbers there "
+                        "(default: OUT/traces.json or OUT/private.json)")
     _quiet.add_argument(parser)

@@ -375,6 +375,15 @@ def _plot(rows, path):
 
 
 def bench(args) -> int:
+    if args.private:
+        from compat_grads.bench import private
+
+        report = private.run(args.quick, log=lambda text: print(text, file=sys.stderr))
+        os.makedirs(args.out, exist_ok=True)
+        with open(args.json or os.path.join(args.out, "private.json"), "w") as handle:
+            json.dump(report, handle, indent=1)
+        print(private.markdown(report))
+        return 0
     if args.traces:
         from compat_grads.bench import traces
 

@@ -155,7 +155,7 @@ def _dropout(init, dtype):
 # in TF1 graphs tf_keras's RNN loop is a v1 while_loop, which pfor must not see at all;
 # nor can tf.gradients differentiate a v1 while_loop built outside the loop that stacks the
 # rows, so there each row runs the model again (with a warning).
-RNN_FALLBACKS = ("per_example_gradients@*", "*@tf1", *_private.FALLBACKS)
+RNN_FALLBACKS = ("per_example_gradients@*", "*@tf1")
 
 CASES = (
     ModelCase("mlp", _mlp, (5,), strategies=({}, {"strategy": "loop"}, {"chunk_size": 3})),

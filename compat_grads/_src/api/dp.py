@@ -84,7 +84,7 @@ def per_example_gradient_norms(loss_fn, model, x, y, *, weights: Nest = None,
 
 @_docs.public
 def clipped_gradients(loss_fn, model, x, y, *, l2_norm_clip: float, weights: Nest = None,
-                      noise_multiplier: float = 0.0, seed: int | None = None,
+                      noise_multiplier: float = 0.0, seed=None,
                       reduction: str = "sum", return_norms: bool = False,
                       independent: bool = True, unconnected_gradients: Unconnected = "none",
                       chunk_size: ChunkSize = "auto", max_bytes: int | None = MAX_BYTES,
@@ -117,7 +117,9 @@ def clipped_gradients(loss_fn, model, x, y, *, l2_norm_clip: float, weights: Nes
       seed: an int, needed with noise: the noise comes from a stateless generator, so one
         seed gives the same noise in every mode (TF1 graph included); pass a new seed each
         step (a repeated seed repeats the noise). In eager code a new seed does not
-        retrace.
+        retrace; in a compiled training step (Keras' `train_step`, a `tf.function`, a TF1
+        graph) pass an integer scalar tensor that changes every step, such as
+        `optimizer.iterations` or the global step.
       reduction: "sum" (the default) or "mean" (the noised sum divided by the batch size).
       return_norms: return `(gradients, norms)`, the `[b]` norms before clipping.
       independent: whether examples are independent (see `per_example_gradient_norms`).

@@ -16,6 +16,7 @@ import numpy as np
 from compat_grads._src.core.errors import describe, message
 from compat_grads._src.core.how import How
 from compat_grads._src.core.tf import tf
+from compat_grads._src.core.variables import unwrap_variable
 from compat_grads._src.memory import AUTO, total_bytes
 
 STRATEGIES = ("auto", "reverse", "forward", "loop")
@@ -206,7 +207,20 @@ def _check_number(positive):
 
 
 def _check_noise_seed(function, name, value):
-    return None if value is None else _check_seed(function, "seed", value)
+    """None, an int, or (a step counter in a compiled training step) an integer scalar
+    tensor or variable."""
+    if value is None:
+        return None
+    value = unwrap_variable(value)  # a Keras 3 step counter
+    if isinstance(value, (tf.Tensor, tf.Variable)):
+        dtype = tf.as_dtype(value.dtype)
+        if not dtype.is_integer or value.shape.rank not in (0, None):
+            raise TypeError(message(
+                function, f"seed must be an int or an integer scalar tensor, but got "
+                f"{describe(value)}", "Pass seed= a Python int, or in a compiled training "
+                "step a counter that changes every step (optimizer.iterations)."))
+        return value
+    return _check_seed(function, "seed", value)
 
 
 def _check_bool(function, name, value):

@@ -274,7 +274,9 @@ def _seed_as_input(spec, args, options):
 
     def seeded(target, passed):
         return evaluate(spec, target, passed[:-1], _seeded(options, passed[-1]))
-    return (*args, tf.constant(seed, tf.int64)), seeded, _seeded(options, 0)
+    seed = tf.cast(seed, tf.int64) if isinstance(seed, (tf.Tensor, tf.Variable)) else (
+        tf.constant(seed, tf.int64))
+    return (*args, seed), seeded, _seeded(options, 0)
 
 
 def _seeded(options, seed):

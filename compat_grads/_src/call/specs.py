@@ -21,9 +21,10 @@ from compat_grads._src.call.spec import Spec
 from compat_grads._src.core import mode as _mode
 from compat_grads._src.core import models as _models
 from compat_grads._src.core import structure as st
-from compat_grads._src.core.errors import describe, message
+from compat_grads._src.core.errors import describe, is_ours, message
 from compat_grads._src.core.tf import tf
 from compat_grads._src.dp import ghost as _ghost
+from compat_grads._src.dp import recurrent as _recurrent
 from compat_grads._src.dp.context import Context
 from compat_grads._src.dp.factors import PerExample
 from compat_grads._src.jacobians import jacobians as _jacobians
@@ -247,8 +248,7 @@ def _private_built(name, model, args, options, finish):
     graph = tf.compat.v1.get_default_graph()
     start = len(graph.get_operations())
     with st.after(_models.check_batches(name, x, y)):
-        losses = _models.per_example_losses(name, options.loss_fn, model, x, y,
-                                            count if isinstance(count, int) else None)
+        losses = _private_forward(name, model, (x, y, count), options)
         made = graph.get_operations()[start:]
         sources = tf.nest.flatten(x) + tf.nest.flatten(y)
         if options.independent:
@@ -265,6 +265,23 @@ def _private_built(name, model, args, options, finish):
         return result
     aux = capture.first()[1] if capture is not None else None
     return _value.assemble(options, losses, aux, result)
+
+
+def _private_forward(name, model, batch, options):
+    """The per-example losses, with the model's recurrent layers unrolled while they are
+    built (`compat_grads._src.dp.recurrent`); as the model is when it cannot be unrolled
+    (a time dimension unknown while building)."""
+    x, y, count = batch
+    static = count if isinstance(count, int) else None
+    layers = _recurrent.recurrent_layers(getattr(model, "__wrapped__", model))
+    if layers:
+        try:
+            with _recurrent.unrolled(layers):
+                return _models.per_example_losses(name, options.loss_fn, model, x, y, static)
+        except (ValueError, TypeError) as err:
+            if is_ours(err):
+                raise
+    return _models.per_example_losses(name, options.loss_fn, model, x, y, static)
 
 
 def _in_graph(nest):

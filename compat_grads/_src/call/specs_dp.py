@@ -118,11 +118,11 @@ def check_independent(name, losses, context, ops):
     """With independent=True: a ValueError when the forward pass is seen to mix the
     examples (batch statistics: a batch normalization in training mode, a reduction over
     the batch axis of a tensor that holds the examples there)."""
-    if context.elements(losses) is not None:
+    if isinstance(context.elements(losses), int):
         return
     for op in ops:
         if op.type in _BATCH_STATISTICS and op.inputs and _mixes(op) and (
-                context.rows(op.inputs[0]) is not None):
+                context.rows(op.inputs[0]) not in (None, -1)):
             raise ValueError(message(
                 name, f"independent=True needs examples that do not interact, but the op "
                 f"{op.name!r} ({op.type}) mixes them (batch statistics: BatchNormalization "

@@ -4,7 +4,8 @@ tensor."""
 
 from __future__ import annotations
 
-from compat_grads._src.core import rows as _rows
+from compat_grads._src.core import example_rows as _examples
+from compat_grads._src.core.rows import walk
 from compat_grads._src.core.tf import tf
 
 
@@ -25,20 +26,20 @@ class Context:
         """E when `tensor` holds example s's elements in block s of E, else None."""
         key = (id(tensor.op), tensor.value_index)
         if key not in self._known:
-            self._known[key] = _rows.elements_per_example(tensor, self._sources)
+            self._known[key] = _examples.elements_per_example(tensor, self._sources)
         return self._known[key]
 
     def fixed(self, tensor) -> bool:
         """Whether `tensor` is the same for every example: none of the batch's inputs and
         labels is among the tensors it is made from."""
         sources = {(id(s.op), s.value_index) for s in self._sources}
-        verdict = _rows.walk(tensor, {k: True for k in sources}, _inputs,
+        verdict = walk(tensor, {k: True for k in sources}, _inputs,
                              lambda t, found: any(found))
         return not verdict
 
     def rows(self, tensor) -> int | None:
         """How many first-axis rows of `tensor` each example holds (None: not proved)."""
-        return _rows.rows_per_example(tensor, self.elements(tensor))
+        return _examples.rows_per_example(tensor, self.elements(tensor))
 
     def by_example(self, tensor, like=None):
         """`tensor` as `[batch, rows] + tensor.shape[1:]` (each example's first-axis rows

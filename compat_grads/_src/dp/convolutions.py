@@ -15,10 +15,12 @@ def conv(use, grad, ctx):
         return "the weight is the convolution's input, not its filter"
     if op.get_attr("data_format").decode() not in ("NHWC", "NDHWC"):
         return "a convolution in channels-first layout"
+    shape = use.shape
+    if _one_channel(op, shape, ctx):
+        return _per_channel(op, grad, shape, ctx.batch)
     patches = _patches(op)
     if isinstance(patches, str):
         return patches
-    shape = use.shape
     channels_in = int(shape[-2])
     groups = int(op.inputs[0].shape[-1]) // channels_in
     depth = int(patches.shape[-1])
@@ -32,6 +34,34 @@ def conv(use, grad, ctx):
     if groups != 1:
         return _grouped(left, right, shape, groups, ctx.batch)
     return Outer(left, right, depth)
+
+
+def _one_channel(op, shape, ctx) -> bool:
+    """A 2-D convolution of one input channel (an image's first layer), one row per
+    example: its per-example filter gradients are one depthwise filter gradient."""
+    return (op.type == "Conv2D" and int(shape[-2]) == 1 and op.inputs[0].shape[-1] == 1 and
+            list(op.get_attr("dilations")) == [1, 1, 1, 1] and
+            ctx.rows(op.inputs[0]) == 1)
+
+
+def _per_channel(op, grad, shape, batch):
+    """`G[s] = filter gradient of example s`, as the filter gradient of a depthwise
+    convolution over the examples moved into the channels (4 times faster than its patches
+    for TF Privacy's MNIST CNN's first layer, `python /tmp/w/prof2.py`)."""
+    x = op.inputs[0]
+    moved = tf.transpose(x, [3, 1, 2, 0])  # [1, H, W, b]
+    grads = tf.transpose(grad, [3, 1, 2, 0])  # [c_out, oh, ow, b]
+    grads = tf.expand_dims(tf.transpose(grads, [1, 2, 3, 0]), 0)  # [1, oh, ow, b, c_out]
+    grads = tf.reshape(grads, tf.stack([1, tf.shape(grad)[1], tf.shape(grad)[2], -1]))
+    kernel, channels_out = [int(d) for d in shape[:2]], int(shape[-1])
+    attrs = {"padding": op.get_attr("padding"), "strides": op.get_attr("strides")}
+    if attrs["padding"] == b"EXPLICIT":
+        attrs["explicit_paddings"] = op.get_attr("explicit_paddings")
+    found = tf.raw_ops.DepthwiseConv2dNativeBackpropFilter(
+        input=moved, filter_sizes=tf.stack([*kernel, batch, channels_out]),
+        out_backprop=grads, **attrs)  # [kh, kw, b, c_out]
+    return PerExample(tf.reshape(tf.transpose(found, [2, 0, 1, 3]),
+                                 [batch, *shape.as_list()]))
 
 
 def _undilated(x):

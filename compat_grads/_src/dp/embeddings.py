@@ -22,6 +22,6 @@ def gather(use, grad, ctx):
     indices = op.inputs[1]
     found = ctx.elements(indices)
     right = ctx.flat(grad, width, like=op.outputs[0])
-    if found is None or right is None:
+    if not isinstance(found, int) or right is None:
         return "the graph does not show that the indices hold the examples on their first axis"
     return Outer(None, right, int(shape[0]), tf.reshape(indices, [ctx.batch, found]))

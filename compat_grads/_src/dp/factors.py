@@ -50,15 +50,39 @@ def squared_norms(parts, batch):
     its uses (`Outer` or `PerExample`)."""
     outers = [p for p in parts if isinstance(p, Outer)]
     if len(outers) == len(parts) and len({int(p.right.shape[-1]) for p in outers}) == 1:
+        outers = joined(outers)
         if _gram_is_smaller(outers):
             return _gram_norms(outers)
     total = per_example_total(parts, batch)
     return tf.reduce_sum(tf.square(total), axis=1)
 
 
+def joined(outers):
+    """The uses of one weight as at most two `Outer`s, one with dense left factors and one
+    with one-hot ones, each joining its uses' rows (a recurrent kernel's time steps, a
+    layer called twice): a weight's gradient is the sum over all its rows either way."""
+    dense = [p for p in outers if p.left is not None]
+    hot = [p for p in outers if p.left is None]
+    found = []
+    if len(dense) > 1:
+        found.append(Outer(tf.concat([p.left for p in dense], 1),
+                           tf.concat([p.right for p in dense], 1), dense[0].depth))
+    else:
+        found += dense
+    if len(hot) > 1:
+        found.append(Outer(None, tf.concat([p.right for p in hot], 1), hot[0].depth,
+                           tf.concat([tf.cast(p.indices, tf.int64) for p in hot], 1)))
+    else:
+        found += hot
+    return found
+
+
 def clipped_sum(parts, batch, scale, shape):
     """`sum_s scale[s] * G_s` in the weight's `shape`."""
     total = None
+    outers = [p for p in parts if isinstance(p, Outer)]
+    if len({int(p.right.shape[-1]) for p in outers}) == 1:
+        parts = [p for p in parts if not isinstance(p, Outer)] + joined(outers)
     for part in parts:
         if isinstance(part, PerExample):
             flat = tf.reshape(part.grads, [batch, -1])

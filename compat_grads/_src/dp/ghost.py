@@ -35,7 +35,7 @@ def per_example_parts(losses, weights, created, context: Context) -> Found:
     grads = tf.gradients(tf.reduce_sum(losses), outputs) if outputs else []
     parts, why = [], []
     for weight, found in zip(weights, uses):
-        mine, reason = [], None
+        mine, reason, pieces = [], None, {}
         if not found and _reads(losses, weight):
             reason = "its reads are not ops the forward pass made (a nested function?)"
         for use in found:
@@ -50,10 +50,32 @@ def per_example_parts(losses, weights, created, context: Context) -> Found:
             if isinstance(part, str):
                 reason = f"{part} (op {use.op.name!r})"
                 break
-            mine.append(pulled_back(part, use.chain, context.batch))
+            part = pulled_back(part, use.chain, context.batch)
+            if use.piece is None:
+                mine.append(part)
+            else:
+                pieces.setdefault(use.piece.op, {}).setdefault(use.piece, []).append(part)
+        mine += [_joined(op, found, weight.shape, context.batch)
+                 for op, found in pieces.items()]
         parts.append(None if reason else mine)
         why.append(reason)
     return Found(parts, why)
+
+
+def _joined(op, pieces, shape, batch):
+    """The per-example gradient of a weight cut into pieces by `op`, from the parts of each
+    piece's uses (`{Piece: parts}`), zeros for the rows no piece's use reads."""
+    shape, blocks, at = shape.as_list(), [], 0
+    dtype = next(iter(pieces)).op.outputs[0].dtype
+    for piece in sorted(pieces, key=lambda p: p.start):
+        if piece.start > at:
+            blocks.append(tf.zeros(tf.stack([batch, piece.start - at, *shape[1:]]), dtype))
+        total = per_example_total(pieces[piece], batch)
+        blocks.append(tf.reshape(tf.cast(total, dtype), [batch, piece.rows, *shape[1:]]))
+        at = piece.start + piece.rows
+    if at < shape[0]:
+        blocks.append(tf.zeros(tf.stack([batch, shape[0] - at, *shape[1:]]), dtype))
+    return PerExample(tf.reshape(tf.concat(blocks, 1), [batch, *shape]))
 
 
 def pulled_back(part, chain, batch):

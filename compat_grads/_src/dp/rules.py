@@ -35,6 +35,8 @@ LAYERS = (
     ("Embedding (tied or not)", "GatherV2, ResourceGather"),
     ("LayerNormalization, BatchNormalization in inference mode",
      "Mul, AddV2, FusedBatchNormV3"),
+    ("LSTM, GRU, SimpleRNN, Bidirectional (unrolled while the step is built)",
+     "MatMul, BiasAdd per time step"),
     ("biases and scales of any layer", "BiasAdd, Add, Sub, Mul"),
 )
 """The layers the rules cover and the ops they read, for the docs."""

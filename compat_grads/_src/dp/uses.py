@@ -30,6 +30,21 @@ class Step:
     index: int
 
 
+PARTS = frozenset({"Unpack", "Split", "SplitV", "StridedSlice"})
+"""Ops that cut the weight along its first axis into pieces (a GRU's two biases): each
+piece's uses are read, and the pieces joined again."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Piece:
+    """Output `index` of `op`: the weight's rows `start` to `start + rows`."""
+
+    op: tf.Operation
+    index: int
+    start: int
+    rows: int
+
+
 @dataclasses.dataclass(frozen=True)
 class Use:
     """Input `index` of `op` reads `view`, a view of the weight with the shape `shape`
@@ -40,6 +55,7 @@ class Use:
     view: tf.Tensor
     shape: tf.TensorShape
     chain: tuple = ()
+    piece: Piece | None = None
 
     @property
     def output(self) -> tf.Tensor:
@@ -52,27 +68,66 @@ def uses_of(weight, graph, created, fixed) -> list[Use]:
     the forward pass made), through views and through ops that derive a tensor from it
     with tensors `fixed(t)` says are the same for every example. A weight the graph never
     reads has none."""
-    found, todo, seen = [], [(t, ()) for t in _values_in(weight, graph)], set()
+    found, seen = [], set()
+    todo = [(t, (), None) for t in _values_in(weight, graph)]
     while todo:
-        tensor, chain = todo.pop()
+        tensor, chain, piece = todo.pop()
         if id(tensor) in seen:
             continue
         seen.add(id(tensor))
         for op in tensor.consumers():
             if op.type in VIEWS and op.outputs:
-                todo.append((op.outputs[0], chain))
+                todo.append((op.outputs[0], chain, piece))
                 continue
             if op.name not in created:
+                continue
+            cut = _pieces(op, tensor, weight) if piece is None and not chain else None
+            if cut:
+                todo += [(out, chain, each) for out, each in zip(op.outputs, cut)]
                 continue
             for i, t in enumerate(op.inputs):
                 if t is not tensor:
                     continue
                 if _derives(op, i, fixed):
-                    todo.append((op.outputs[0], (*chain, Step(op, i))))
+                    todo.append((op.outputs[0], (*chain, Step(op, i)), piece))
                     continue
                 shape = weight.shape if tensor.dtype == tf.resource else tensor.shape
-                found.append(Use(op, i, tensor, shape, chain))
+                found.append(Use(op, i, tensor, shape, chain, piece))
     return found
+
+
+def _pieces(op, tensor, weight) -> list | None:
+    """The `Piece` of each output when `op` cuts the weight's value (in its own shape)
+    along its first axis, else None."""
+    if op.type not in PARTS or tensor.dtype == tf.resource or (
+            tensor.shape.as_list() != weight.shape.as_list()):
+        return None
+    if op.type == "StridedSlice":
+        return _one_row(op)
+    if op.type == "Unpack":
+        return [Piece(op, k, k, 1) for k in range(len(op.outputs))] if (
+            op.get_attr("axis") == 0) else None
+    axis = tf.get_static_value(op.inputs[0] if op.type == "Split" else op.inputs[2])
+    rows = [tf.compat.dimension_value(out.shape[0]) for out in op.outputs]
+    if axis is None or int(axis) != 0 or None in rows:
+        return None
+    starts = [sum(rows[:k]) for k in range(len(rows))]
+    return [Piece(op, k, start, n) for k, (start, n) in enumerate(zip(starts, rows))]
+
+
+def _one_row(op) -> list | None:
+    """`w[i]`: one row of the weight, the rest whole."""
+    begin, end, strides = (tf.get_static_value(t) for t in op.inputs[1:])
+    if begin is None or end is None or strides is None or op.get_attr("ellipsis_mask") or (
+            op.get_attr("new_axis_mask") or op.get_attr("shrink_axis_mask") != 1):
+        return None
+    rest = len(begin) - 1
+    whole = (1 << len(begin)) - 2  # every axis after the first taken whole
+    if rest and ((op.get_attr("begin_mask") & whole) != whole or
+                 (op.get_attr("end_mask") & whole) != whole):
+        return None
+    start = int(begin[0])
+    return [Piece(op, 0, start, 1)] if start >= 0 and int(strides[0]) == 1 else None
 
 
 def _derives(op, index, fixed) -> bool:
