@@ -2,13 +2,14 @@
 gradients) against the non-private step of the same model (the floor) and the recipes
 users write: `vectorized_map` of a `GradientTape` per example then clipping by hand, and
 compat_grads' own materialized `per_example_gradients` then clipping. Times side by side in
-one process per model; the peak memory of each recipe's first step in a process of its own
-(`python -m compat_grads.bench.private MODEL RECIPE`, one JSON line).
+one process per model; the peak memory of each recipe's step in a process of its own
+(`python -m compat_grads.bench.private peak MODEL RECIPE QUICK`, one JSON line).
 
 The models are those of the private training issue: TF Privacy's MNIST tutorial CNN
 (b=256), an embedding + LSTM text classifier (b=64, T=100), a transformer block (b=32,
 T=64) and two Dense(4096) layers (b=64, whose per-example gradients would take 8.6 GB: the
-materializing recipes are not run there)."""
+materializing recipes are not run there). The peak memory of a step is the most its tensors
+hold at once (TensorFlow's allocator statistics), as Opacus reads CUDA's."""
 
 from __future__ import annotations
 
@@ -124,13 +125,20 @@ def times(name, chosen, quick=False, repeats=7) -> dict:
 
 
 def peak(name, recipe, quick=False) -> dict:
-    """The rise of this process's peak resident set over the first step of `recipe`."""
+    """The most memory TensorFlow's allocator holds at once during a step of `recipe` after
+    the first (tracing excluded, as a training loop runs it), over what it held before:
+    the CPU allocator is BFC (`TF_CPU_ALLOCATOR_USE_BFC`, set by `run`), whose statistics
+    count every tensor, as a GPU's do."""
+    import tensorflow as tf
+
     model, x, y = _model(name, quick)
     step = _recipes(model, x, y)[recipe]
-    timing.reset_peak_rss()
-    baseline = timing.rss_mb()
     timing._block(step())
-    return {"model": name, "recipe": recipe, "peak_mb": timing.rss_mb("VmHWM:") - baseline}
+    tf.config.experimental.reset_memory_stats("CPU:0")
+    before = tf.config.experimental.get_memory_info("CPU:0")["current"]
+    timing._block(step())
+    held = tf.config.experimental.get_memory_info("CPU:0")["peak"] - before
+    return {"model": name, "recipe": recipe, "peak_mb": held / 2**20}
 
 
 def run(quick=False, log=print) -> dict:
@@ -142,7 +150,7 @@ def run(quick=False, log=print) -> dict:
         skipped = name in MATERIALIZED and not quick
         peaks, failed = {}, {}
         for recipe in (RECIPES[0], RECIPES[3]) if skipped else RECIPES:
-            code, found = _process(["peak", name, recipe, int(quick)])
+            code, found = _process(["peak", name, recipe, int(quick)], BFC)
             if code == 0:
                 peaks[recipe] = found["peak_mb"]
             else:
@@ -155,14 +163,19 @@ def run(quick=False, log=print) -> dict:
     return report
 
 
-def _process(args):
+BFC = {"TF_CPU_ALLOCATOR_USE_BFC": "true"}
+"""The CPU allocator whose statistics the peaks read."""
+
+
+def _process(args, env=None):
     """(exit code, the JSON of its last line, or why it failed) of a process of this
-    module."""
+    module, with `env` added to the environment."""
     import os
     import subprocess
 
     done = subprocess.run([sys.executable, "-m", "compat_grads.bench.private", *map(str, args)],
-                          capture_output=True, text=True, timeout=3600, env=dict(os.environ))
+                          capture_output=True, text=True, timeout=3600,
+                          env=dict(os.environ, **(env or {})))
     if done.returncode == 0:
         return 0, json.loads(done.stdout.strip().splitlines()[-1])
     if done.returncode < 0:

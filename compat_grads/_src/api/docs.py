@@ -71,6 +71,12 @@ PARAGRAPHS = {
     "return_value_losses": "return_value: return `(losses, gradients)`: the `[b]` "
                            "per-example losses, from the same forward passes as the "
                            "gradients. With has_aux too: `((losses, aux), gradients)`.",
+    "has_aux_forward": "has_aux: the model returns a pair `(predictions, aux)`: `loss_fn` gets "
+                       "the predictions, and the aux (any nest of tensors) comes from the "
+                       "forward pass the result is read from: the result is `(result, aux)`.",
+    "return_value_forward": "return_value: return `(losses, result)`: the `[b]` per-example "
+                            "losses of the forward pass the result is read from. With has_aux "
+                            "too: `((losses, aux), result)`.",
     "flat_jacobian": "flat: return one matrix `[size(y), sum_k size(x_k)]` instead of the "
                      "blocks: the target flattened, then every source flattened and joined "
                      "in the order of `tf.nest.flatten(sources)` (zeros for an unconnected "

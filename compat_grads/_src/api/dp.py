@@ -46,9 +46,8 @@ def per_example_gradient_norms(loss_fn, model, x, y, *, weights: Nest = None,
         exact per-example gradients of the coupled batch, materialized.
       {memory}
       {compiling}
-      {has_aux_model}
-      return_value: return `(losses, norms)`: the `[b]` per-example losses of the same
-        forward pass. With has_aux too: `((losses, aux), norms)`.
+      {has_aux_forward}
+      {return_value_forward}
 
     Returns:
       `[b]` norms in the losses' dtype (or their structure with `per_weight=True`).
@@ -127,9 +126,8 @@ def clipped_gradients(loss_fn, model, x, y, *, l2_norm_clip: float, weights: Nes
         no noise) or "zero".
       {memory}
       {compiling}
-      {has_aux_model}
-      return_value: return `(losses, gradients)`: the `[b]` per-example losses of the same
-        forward pass. With has_aux too: `((losses, aux), gradients)`.
+      {has_aux_forward}
+      {return_value_forward}
 
     Returns:
       The clipped (noised) sum in the structure of `weights`, each in its weight's dtype.

@@ -48,11 +48,10 @@ class PerExample:
 def squared_norms(parts, batch):
     """Each example's squared gradient norm over one weight, `[batch]`, from the parts of
     its uses (`Outer` or `PerExample`)."""
+    parts = _with_joined(parts)
     outers = [p for p in parts if isinstance(p, Outer)]
-    if len(outers) == len(parts) and len({int(p.right.shape[-1]) for p in outers}) == 1:
-        outers = joined(outers)
-        if _gram_is_smaller(outers):
-            return _gram_norms(outers)
+    if len(outers) == len(parts) and _gram_is_smaller(outers):
+        return _gram_norms(outers)
     total = per_example_total(parts, batch)
     return tf.reduce_sum(tf.square(total), axis=1)
 
@@ -77,13 +76,18 @@ def joined(outers):
     return found
 
 
+def _with_joined(parts):
+    """`parts` with its `Outer`s joined (`joined`) when they split the weight alike."""
+    outers = [p for p in parts if isinstance(p, Outer)]
+    if len(outers) < 2 or len({int(p.right.shape[-1]) for p in outers}) != 1:
+        return parts
+    return [p for p in parts if not isinstance(p, Outer)] + joined(outers)
+
+
 def clipped_sum(parts, batch, scale, shape):
     """`sum_s scale[s] * G_s` in the weight's `shape`."""
     total = None
-    outers = [p for p in parts if isinstance(p, Outer)]
-    if len({int(p.right.shape[-1]) for p in outers}) == 1:
-        parts = [p for p in parts if not isinstance(p, Outer)] + joined(outers)
-    for part in parts:
+    for part in _with_joined(parts):
         if isinstance(part, PerExample):
             flat = tf.reshape(part.grads, [batch, -1])
             term = tf.linalg.matvec(flat, tf.cast(scale, flat.dtype), transpose_a=True)
