@@ -432,3 +432,11 @@ def test_the_guide_shows_the_committed_bench_run():
     assert (PAGE.parent / "_static" / "bench" / "private.rst").read_text() == private.rst(
         report)
     assert [found["model"] for found in report["models"]] == list(private.MODELS)
+
+
+def test_the_private_bench_runs_every_recipe_and_reads_every_layer():
+    from compat_grads.bench import private
+
+    found = private.times("mnist_cnn", private.RECIPES, quick=True, repeats=1)
+    assert set(found["ms"]) == set(private.RECIPES) and not found["fallbacks"]
+    assert all(ms > 0 for ms in found["ms"].values())
