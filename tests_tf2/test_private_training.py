@@ -37,18 +37,29 @@ def _expected(grads, clip):
     return norms, [np.tensordot(scale, g, 1) for g in grads]
 
 
-def _check(loss_fn, model, x, y, weights=None, tolerance=1e-5, **options):
+def _check(loss_fn, model, x, y, weights=None, tolerance=1e-5, route="eager", **options):
     """Norms and clipped sums against the loop, with a clip that shortens half the
-    examples' gradients; returns the MaterializedWarnings."""
+    examples' gradients, computed on `route` ("eager", "uncompiled" or "function": in a
+    tf.function of an unknown batch); returns the MaterializedWarnings."""
     weights = weights if weights is not None else model.trainable_weights
     grads = _loop(loss_fn, model, x, y, weights)
     clip = float(np.median(_expected(grads, 1.0)[0]))
     norms, clipped = _expected(grads, clip)
+
+    def both(x, y):
+        return (cg.per_example_gradient_norms(loss_fn, model, x, y, weights=weights,
+                                              **options),
+                cg.clipped_gradients(loss_fn, model, x, y, weights=weights,
+                                     l2_norm_clip=clip, **options))
+    if route == "uncompiled":
+        options = {**options, "compile": False}
+    if route == "function":
+        both = tf.function(both, input_signature=[
+            tf.TensorSpec([None, *x.shape[1:]], x.dtype),
+            tf.TensorSpec([None, *y.shape[1:]], y.dtype)])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        got = cg.per_example_gradient_norms(loss_fn, model, x, y, weights=weights, **options)
-        sums = cg.clipped_gradients(loss_fn, model, x, y, weights=weights, l2_norm_clip=clip,
-                                    **options)
+        got, sums = both(x, y)
     np.testing.assert_allclose(got, norms, rtol=tolerance)
     scale = max(np.abs(c).max() for c in clipped)
     for mine, want in zip(sums, clipped):
@@ -125,15 +136,16 @@ def _batch(shape, vocabulary, per_token=False):
     return tf.constant(x), tf.constant(labels)
 
 
+@pytest.mark.parametrize("route", ["eager", "uncompiled", "function"])
 @pytest.mark.parametrize("case", sorted(KERAS3))
-def test_keras3_layers_need_no_fallback_and_match_the_loop(case):
+def test_keras3_layers_need_no_fallback_and_match_the_loop(case, route):
     make, shape, vocabulary = KERAS3[case]
     keras.utils.set_random_seed(1)
     model = make()
     tied = case == "tied embeddings"
     x, y = _batch(shape, vocabulary, per_token=tied)
     model(x)
-    assert not _check(_per_token if tied else _sparse, model, x, y)
+    assert not _check(_per_token if tied else _sparse, model, x, y, route=route)
 
 
 def test_a_keras3_gru_reads_all_but_its_recurrent_bias_and_restores_the_layer():
@@ -432,6 +444,12 @@ def test_the_guide_shows_the_committed_bench_run():
     assert (PAGE.parent / "_static" / "bench" / "private.rst").read_text() == private.rst(
         report)
     assert [found["model"] for found in report["models"]] == list(private.MODELS)
+    from compat_grads.bench import private_tfp
+
+    against = json.loads((PAGE.parent / "_static" / "bench" / "private_tfp.json").read_text())
+    assert (PAGE.parent / "_static" / "bench" / "private_tfp.rst").read_text() == (
+        private_tfp.rst(against))
+    assert [found["model"] for found in against["models"]] == list(private_tfp.MODELS)
 
 
 def test_the_private_bench_runs_every_recipe_and_reads_every_layer():

@@ -229,8 +229,20 @@ def rst(report) -> str:
     return "\n".join(lines) + "\n"
 
 
+def noise_ms(size=4096, repeats=5) -> dict:
+    """The time to draw the noise of one `size x size` weight, as `clipped_gradients` does
+    (`tf.random.stateless_normal`)."""
+    import tensorflow as tf
+
+    draw = tf.function(lambda: tf.random.stateless_normal([size, size], [1, 2]))
+    return {"weight": [size, size], "ms": timing.interleaved_ms({"noise": draw}, repeats)[
+        "noise"]}
+
+
 def main(argv) -> int:
-    if argv[0] == "times":
+    if argv[0] == "noise":
+        print(json.dumps(noise_ms()))
+    elif argv[0] == "times":
         print(json.dumps(times(argv[1], argv[3:], bool(int(argv[2])))))
     else:
         print(json.dumps(peak(argv[1], argv[2], bool(int(argv[3])))))

@@ -75,13 +75,13 @@ def rows_per_example(t, elements) -> int | None:
 
 def _row_size(t) -> int | None:
     """The elements in one first-axis row of `t` (None when not known while building)."""
-    dims = _dims(t)
-    if dims is None or not dims or None in dims[1:]:
+    found = dims(t)
+    if found is None or not found or None in found[1:]:
         return None
-    return int(np.prod(dims[1:], dtype=np.int64))
+    return int(np.prod(found[1:], dtype=np.int64))
 
 
-def _dims(t) -> list | None:
+def dims(t) -> list | None:
     """`t`'s dimensions while building (None for an unknown one): its static shape, and for
     a reshape whose shape is computed from other shapes (`tf.tensordot`, Keras 2's layer
     normalization) what that computation gives before anything runs."""
@@ -368,8 +368,8 @@ def _normalized(t, values):
         return None if rows is None or fmt not in ("NHWC", "NDHWC") else elements
     if op.get_attr("data_format").decode() != "NCHW" or x.shape.rank != 4:
         return None
-    dims = _dims(x)
-    if dims is None or dims[0] != 1 or None in dims[2:]:
+    found = dims(x)
+    if found is None or found[0] != 1 or None in found[2:]:
         return None
-    block = int(np.prod(dims[2:], dtype=np.int64))
+    block = int(np.prod(found[2:], dtype=np.int64))
     return elements if block and elements % block == 0 else None

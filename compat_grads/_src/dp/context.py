@@ -49,9 +49,11 @@ class Context:
         rows = self.rows(tensor if like is None else like)
         if rows is None:
             return None
-        dims = [tf.compat.dimension_value(d) for d in tensor.shape[1:]]
+        known = _examples.dims(tensor) or [None] * tensor.shape.rank
+        dims = known[1:]
         if None in dims:
-            dims = tf.unstack(tf.shape(tensor)[1:], num=len(dims))
+            shape = tf.unstack(tf.shape(tensor)[1:], num=len(dims))
+            dims = [d if d is not None else s for d, s in zip(dims, shape)]
         return tf.reshape(tensor, [self.batch, rows, *dims])
 
     def flat(self, tensor, width, like=None, blocks=1):
