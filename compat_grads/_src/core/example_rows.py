@@ -41,11 +41,12 @@ _ROW_WISE = frozenset({
 _POOLS = frozenset({"MaxPool", "AvgPool", "MaxPool3D", "AvgPool3D"})
 
 
-def elements_per_example(target, sources):
+def elements_per_example(target, sources, done: dict | None = None):
     """E when the graph proves `target` example-major with E elements per example, given
     that every tensor of `sources` is (its first axis the examples, one row each); `ANY`
     for rows that are the same for every example; else None ("not proved", never "mixed")
-    or another layout's marker (`TIME_MAJOR`, blocks of a dilated convolution)."""
+    or another layout's marker (`TIME_MAJOR`, blocks of a dilated convolution). `done`:
+    the values of earlier calls with these sources (see `rows.walk`), added to."""
     sources = list(sources)
     if not same_graph(target, sources):
         return None
@@ -56,7 +57,7 @@ def elements_per_example(target, sources):
             known[key(source)] = size
     if not known:
         return None
-    return walk(target, known, _example_inputs, _example_rule)
+    return walk(target, known, _example_inputs, _example_rule, done)
 
 
 def rows_per_example(t, elements) -> int | None:

@@ -35,14 +35,19 @@ def keeps_rows(target, source) -> bool:
                      lambda t, rows: bool(rows) and follows(t, rows)))
 
 
-def walk(target, known: dict, inputs_of, rule):
+def walk(target, known: dict, inputs_of, rule, done: dict | None = None):
     """The value of `target` from the values of the tensors it is made of, depth first and
     without recursion (real models are deep): `known` holds the values of the starting
     tensors (by `key`); a tensor's own is `rule(t, [value of each of inputs_of(t)])`, None
-    where the walk gives up (more than `_LIMIT` tensors)."""
-    done = dict(known)
+    where the walk gives up (more than `_LIMIT` new tensors). `done`: the values found by
+    earlier walks of the same rule, which this one adds to (a caller asking about many
+    tensors of one graph walks each op once)."""
+    done = dict(known) if done is None else done
+    for found_key, value in known.items():
+        done.setdefault(found_key, value)
+    limit = len(done) + _LIMIT
     todo = [target]
-    while todo and len(done) < _LIMIT:
+    while todo and len(done) < limit:
         t = todo[-1]
         if key(t) in done:
             todo.pop()

@@ -5,7 +5,7 @@ tensor."""
 from __future__ import annotations
 
 from compat_grads._src.core import example_rows as _examples
-from compat_grads._src.core.rows import walk
+from compat_grads._src.core.rows import key, walk
 from compat_grads._src.core.tf import tf
 
 
@@ -20,22 +20,21 @@ class Context:
     def __init__(self, batch, sources):
         self.batch = batch
         self._sources = [s for s in sources if isinstance(s, tf.Tensor)]
-        self._known: dict = {}
+        # What the walks found, kept between questions: each op is walked once per call.
+        self._elements: dict = {}
+        self._reaches: dict = {}
 
     def elements(self, tensor) -> int | None:
         """E when `tensor` holds example s's elements in block s of E, else None."""
-        key = (id(tensor.op), tensor.value_index)
-        if key not in self._known:
-            self._known[key] = _examples.elements_per_example(tensor, self._sources)
-        return self._known[key]
+        return _examples.elements_per_example(tensor, self._sources, self._elements)
 
     def fixed(self, tensor) -> bool:
-        """Whether `tensor` is the same for every example: none of the batch's inputs and
-        labels is among the tensors it is made from."""
-        sources = {(id(s.op), s.value_index) for s in self._sources}
-        verdict = walk(tensor, {k: True for k in sources}, _inputs,
-                             lambda t, found: any(found))
-        return not verdict
+        """Whether `tensor` is the same for every example: proved that none of the batch's
+        inputs and labels is among the tensors it is made from (a walk that gives up
+        proves nothing)."""
+        sources = {key(s): True for s in self._sources}
+        return walk(tensor, sources, _inputs, lambda t, found: any(found),
+                    self._reaches) is False
 
     def rows(self, tensor) -> int | None:
         """How many first-axis rows of `tensor` each example holds (None: not proved)."""
