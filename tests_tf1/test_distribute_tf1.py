@@ -37,6 +37,13 @@ CALLS = {
     "per_example_gradients": lambda x, **k: cg.per_example_gradients(
         lambda yt, yp: tf.reduce_sum((yp - yt) ** 2, axis=1), _Linear(), x,
         tf.zeros([5, 4]), weights=[_Linear.kernel], **k),
+    "per_example_gradient_norms": lambda x, **k: cg.per_example_gradient_norms(
+        lambda yt, yp: tf.reduce_sum((yp - yt) ** 2, axis=1), _Linear(), x,
+        tf.ones([5, 4]), weights=[_Linear.kernel], **k),
+    "clipped_gradients, noised, mean": lambda x, **k: cg.clipped_gradients(
+        lambda yt, yp: tf.reduce_sum((yp - yt) ** 2, axis=1), _Linear(), x,
+        tf.ones([5, 4]), weights=[_Linear.kernel], l2_norm_clip=1.0, noise_multiplier=0.5,
+        seed=7, reduction="mean", return_norms=True, **k),
 }
 
 

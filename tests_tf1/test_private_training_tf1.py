@@ -67,6 +67,36 @@ def test_a_tf1_graph_matches_a_loop_of_tf_gradients(resource):
         np.testing.assert_allclose(mine, np.tensordot(scale, g, 1), rtol=1e-5, atol=1e-6)
 
 
+def test_a_transposed_convolution_over_an_unknown_batch_matches_the_loop():
+    with tf.Graph().as_default():
+        kernel = v1.get_variable("K", [3, 3, 2, 3])  # [h, w, out channels, in channels]
+
+        def model(x):
+            grown = tf.nn.conv2d_transpose(x, kernel, tf.stack([tf.shape(x)[0], 9, 9, 2]),
+                                           strides=2, padding="SAME")
+            return tf.reduce_mean(tf.tanh(grown), [1, 2])
+
+        x = v1.placeholder(tf.float32, [None, 5, 5, 3])
+        y = v1.placeholder(tf.float32, [None, 2])
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", cg.MaterializedWarning)  # read by its rule
+            norms = cg.per_example_gradient_norms(_loss, model, x, y, weights=[kernel])
+            (clipped,) = cg.clipped_gradients(_loss, model, x, y, weights=[kernel],
+                                              l2_norm_clip=0.05)
+        loop = [v1.gradients(tf.reduce_sum(_loss(y[s:s + 1], model(x[s:s + 1]))), kernel)[0]
+                for s in range(4)]
+        with v1.Session() as session:
+            session.run(v1.global_variables_initializer())
+            feed = {x: RNG.standard_normal((4, 5, 5, 3)), y: RNG.standard_normal((4, 2))}
+            got, summed, grads = session.run([norms, clipped, loop], feed)
+    grads = np.stack(grads)
+    want = np.sqrt(np.sum(grads.reshape(4, -1) ** 2, 1))
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    assert (want > 0.05).any()  # the clip shortens some
+    np.testing.assert_allclose(summed, np.tensordot(np.minimum(1, 0.05 / want), grads, 1),
+                               rtol=1e-5, atol=1e-7)
+
+
 def test_the_noise_of_a_seed_is_the_stateless_normal_tf2_draws_too():
     with tf.Graph().as_default():
         model, weights = _model(True)

@@ -327,6 +327,62 @@ def test_dp_sgd_step_with_a_distributed_dataset():
         np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-5, atol=1e-6)
 
 
+# -- private training ----------------------------------------------------------------------
+
+PRIVATE_X = np.concatenate([X, -2 * X[:1]])  # 7 examples: shares of 3 and 4, or 2, 2, 3
+PRIVATE_Y = RNG.randn(7, 2).astype(np.float32)
+
+
+def _private_oracle(kernel, clip):
+    """A linear model's per-example gradients of sum((x W - y)^2), in numpy: `2 x ⊗ r`,
+    their norms and the sum of the clipped ones."""
+    grads = 2 * PRIVATE_X[:, :, None] * (PRIVATE_X @ kernel - PRIVATE_Y)[:, None, :]
+    norms = np.sqrt((grads ** 2).sum(axis=(1, 2)))
+    return norms, (grads * np.minimum(1, clip / norms)[:, None, None]).sum(0)
+
+
+@pytest.mark.parametrize("mode", CALL_MODES)
+@pytest.mark.parametrize("placement", ["2 replicas", "3 devices"])
+def test_private_training_split_over_replicas_is_the_one_device_result(placement, mode):
+    distribute = mirrored(2) if placement == "2 replicas" else ["/cpu:1", "/cpu:2", "/cpu:3"]
+    kernel = tf.Variable(W[:, :2])
+    x, y = tf.constant(PRIVATE_X), tf.constant(PRIVATE_Y)
+
+    def call(**k):
+        common = dict(weights=[kernel], return_value=True, **k)
+        norms = cg.per_example_gradient_norms(_squared_error, lambda x: tf.matmul(x, kernel),
+                                              x, y, **common)
+        clipped = cg.clipped_gradients(_squared_error, lambda x: tf.matmul(x, kernel), x, y,
+                                       l2_norm_clip=1.0, noise_multiplier=0.5, seed=11,
+                                       reduction="mean", return_norms=True, **common)
+        return norms, clipped
+
+    run = tf.function(call) if mode == "tf.function" else call
+    got, want = run(distribute=distribute), run()
+    _within_tolerance(got, want)  # the noise of one seed, added once, and the losses
+    norms, summed = _private_oracle(W[:, :2], 1.0)
+    (_, got_norms), (_, ((got_mean,), clipped_norms)) = got
+    _close(got_norms, norms, 1e-5)
+    _close(clipped_norms, norms, 1e-5)
+    noise = tf.random.stateless_normal([3, 2], tf.constant([11, 0], tf.int64)) * 0.5
+    _close(got_mean, (summed + noise.numpy()) / 7, 1e-5)
+
+
+def test_private_training_pieces_and_what_is_refused():
+    kernel = tf.Variable(W[:, :2])
+    args = (_squared_error, lambda x: tf.matmul(x, kernel), tf.constant(PRIVATE_X),
+            tf.constant(PRIVATE_Y))
+    pieces = cg.per_example_gradient_norms(*args, weights=[kernel], distribute=mirrored(2),
+                                           gather=False)
+    assert [p.shape[0] for p in mirrored(2).experimental_local_results(pieces)] == [3, 4]
+    with pytest.raises(ValueError, match="clipped_gradients: .*gather=False.*noise"):
+        cg.clipped_gradients(*args, weights=[kernel], l2_norm_clip=1.0,
+                             distribute=mirrored(2), gather=False)
+    with pytest.raises(ValueError, match="clipped_gradients: .*independent=True"):
+        cg.clipped_gradients(*args, weights=[kernel], l2_norm_clip=1.0, independent=False,
+                             distribute=mirrored(2))
+
+
 # -- what distribute= refuses ----------------------------------------------------------------
 
 @pytest.mark.parametrize("case, error, match", [

@@ -117,6 +117,14 @@ KERAS3 = {
     "conv1d and pooling": (lambda: keras.Sequential([
         L.Conv1D(4, 3, activation="relu"), L.GlobalAveragePooling1D(), L.Dense(3)]),
         (5, 9, 2), None),
+    "transposed convolutions": (lambda: keras.Sequential([
+        L.Conv2DTranspose(3, 3, strides=2, output_padding=1, activation="tanh"),
+        L.Conv2DTranspose(2, (2, 3), padding="same"), L.Flatten(), L.Dense(3)]),
+        (4, 5, 5, 2), None),
+    "transposed 1-d and 3-d convolutions": (lambda: keras.Sequential([
+        L.Conv3DTranspose(2, 2, strides=2), L.Reshape((-1, 2)),
+        L.Conv1DTranspose(2, 3, strides=2, padding="same"), L.Flatten(), L.Dense(3)]),
+        (3, 2, 3, 2, 2), None),
     "depthwise and separable": (lambda: keras.Sequential([
         L.DepthwiseConv2D(3, depth_multiplier=2), L.SeparableConv2D(3, 2), L.Flatten(),
         L.Dense(3)]), (4, 8, 8, 2), None),
@@ -432,7 +440,7 @@ def test_the_layer_table_of_the_guide_is_the_rules_registry():
     from compat_grads._src.dp.rules import LAYERS
 
     text = PAGE.read_text()
-    table = text[text.index("\nWhich layers have rules\n"):text.index("\nNot yet:")]
+    table = text[text.index("\nWhich layers have rules\n"):text.index("\nA recurrent layer")]
     cells = re.findall(r"\n   [* ] - (.+)", table)
     assert list(zip(cells[2::2], cells[3::2])) == list(LAYERS)
 

@@ -17,6 +17,7 @@ def per_example_gradient_norms(loss_fn, model, x, y, *, weights: Nest = None,
                                chunk_size: ChunkSize = "auto",
                                max_bytes: int | None = MAX_BYTES, memory_budget: Budget = None,
                                compile: bool = True, jit_compile: bool = False,
+                               distribute=None, gather: bool = True,
                                has_aux: bool = False, return_value: bool = False):
     """Each example's L2 gradient norm, without materializing its gradient.
 
@@ -46,6 +47,11 @@ def per_example_gradient_norms(loss_fn, model, x, y, *, weights: Nest = None,
         exact per-example gradients of the coupled batch, materialized.
       {memory}
       {compiling}
+      distribute: a `tf.distribute.Strategy` whose replicas share the examples (each reads
+        the norms of its share; they are joined along the batch axis). Needs
+        independent=True.
+        {devices}
+      {gather}
       {has_aux_forward}
       {return_value_forward}
 
@@ -77,8 +83,8 @@ def per_example_gradient_norms(loss_fn, model, x, y, *, weights: Nest = None,
     return _call.run(_specs.PER_EXAMPLE_GRADIENT_NORMS, model, (weights, x, y),
                      compile=compile, jit_compile=jit_compile, loss_fn=loss_fn,
                      per_weight=per_weight, independent=independent, chunk_size=chunk_size,
-                     max_bytes=max_bytes, memory_budget=memory_budget, has_aux=has_aux,
-                     return_value=return_value)
+                     max_bytes=max_bytes, memory_budget=memory_budget, distribute=distribute,
+                     gather=gather, has_aux=has_aux, return_value=return_value)
 
 
 @_docs.public
@@ -88,8 +94,8 @@ def clipped_gradients(loss_fn, model, x, y, *, l2_norm_clip: float, weights: Nes
                       independent: bool = True, unconnected_gradients: Unconnected = "none",
                       chunk_size: ChunkSize = "auto", max_bytes: int | None = MAX_BYTES,
                       memory_budget: Budget = None, compile: bool = True,
-                      jit_compile: bool = False, has_aux: bool = False,
-                      return_value: bool = False):
+                      jit_compile: bool = False, distribute=None, gather: bool = True,
+                      has_aux: bool = False, return_value: bool = False):
     """The sum of the per-example gradients, each clipped to an L2 norm of at most
     `l2_norm_clip`, optionally noised: the gradient of one DP-SGD step.
 
@@ -126,6 +132,13 @@ def clipped_gradients(loss_fn, model, x, y, *, l2_norm_clip: float, weights: Nes
         no noise) or "zero".
       {memory}
       {compiling}
+      distribute: a `tf.distribute.Strategy` whose replicas share the examples: each clips
+        and sums its share, the shares' sums are added up (an all-reduce), then the noise
+        is added once and the mean taken over the whole batch: the result of one device,
+        noise included, for one seed. Needs independent=True.
+        {devices}
+      gather: with `distribute`, True (the default) only: the replicas' shares of the
+        clipped sum are not a result without the noise added to their total (ValueError).
       {has_aux_forward}
       {return_value_forward}
 
@@ -162,4 +175,5 @@ def clipped_gradients(loss_fn, model, x, y, *, l2_norm_clip: float, weights: Nes
                      reduction=reduction, return_norms=return_norms,
                      independent=independent, unconnected_gradients=unconnected_gradients,
                      chunk_size=chunk_size, max_bytes=max_bytes, memory_budget=memory_budget,
-                     has_aux=has_aux, return_value=return_value)
+                     distribute=distribute, gather=gather, has_aux=has_aux,
+                     return_value=return_value)

@@ -33,8 +33,8 @@ class Split:
     Attributes:
       piece: `piece(r, count)` -> the flat list of piece `r`'s blocks (None for a block
         that does not depend on its sources).
-      axes: `axes()` -> the axis each block's pieces are gathered along (asked after the
-        pieces are built).
+      axes: `axes()` -> the axis each block's pieces are gathered along, or None for a
+        block whose pieces are added up (asked after the pieces are built).
       finish: the gathered flat blocks -> the function's result.
       pack: one piece's flat blocks -> in the structure of the result (`gather=False`).
     """
@@ -140,16 +140,21 @@ def _on_replicas(function, strategy, gather, split, jit_compile):
 
 
 def _gather(strategy, pieces, axis):
-    """The pieces concatenated in replica order: locally when this worker holds them all
-    (no collective needed), else with the strategy's all-gather across workers."""
+    """The pieces concatenated in replica order (added up for `axis` None): locally when
+    this worker holds them all (no collective needed), else with the strategy's all-gather
+    (all-reduce) across workers."""
     local = strategy.experimental_local_results(pieces)
     if len(local) == strategy.num_replicas_in_sync:
-        return tf.concat(list(local), axis)
+        return _concat(list(local), axis)
+    if axis is None:
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, pieces, axis=None)
     return strategy.gather(pieces, axis)
 
 
 def _concat(blocks, axis):
-    return None if any(b is None for b in blocks) else tf.concat(blocks, axis)
+    if any(b is None for b in blocks):
+        return None
+    return tf.add_n(blocks) if axis is None else tf.concat(blocks, axis)
 
 
 def hashable(distribute):

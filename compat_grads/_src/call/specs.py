@@ -254,11 +254,14 @@ def _private_built(name, model, args, options, finish):
         if options.independent:
             context = Context(count, sources)
             _dp.check_independent(name, losses, context, made)
-            found = _ghost.per_example_parts(losses, flat, {op.name for op in made}, context)
+            found = _ghost.per_example_parts(
+                losses, flat, {op.name: i for i, op in enumerate(made)}, context)
             parts = _private_materialized(name, model, flat, found, (x, y, count), options)
         else:
             _, grads = coupled_examples(name, model, flat, (x, y, count), options)
             parts = [None if g is None else [PerExample(g)] for g in grads]
+        shared = {}
+        parts = [_dp.prepared(p, count, shared) for p in parts]
         squares = [_dp.squared(p, count, losses.dtype) for p in parts]
         result = finish(name, squares, parts, count, (weights, flat), options)
     if not options.valued:
@@ -336,6 +339,44 @@ def _example_split(name, compute, model, args, options):
         _models.batch_size(name, x))
 
 
+def _clipped_split(name, compute, model, args, options):
+    """`clipped_gradients` with `distribute=`: each piece clips and sums its own share of
+    the examples (no noise, with their norms); the pieces' sums are added up (an
+    all-reduce across replicas), then noised once and divided by the whole batch size.
+    The norms, values and aux are joined along the batch axis."""
+    weights, x, y = args
+    if not options.gather:
+        raise ValueError(message(
+            name, "distribute= with gather=False would return each replica's share of the "
+            "clipped sum, but the noise is added once to their total",
+            "Drop gather=False (the total is one tensor per weight), or call "
+            "per_example_gradient_norms with gather=False for each replica's norms."))
+    flat = [_models.unwrap_variable(w) for w in tf.nest.flatten(weights)]
+    count = _models.batch_size(name, x)
+    alone = dataclasses.replace(options, clipping=dataclasses.replace(
+        options.clipping, noise_multiplier=0.0, reduction="sum", return_norms=True))
+    seen = {}
+
+    def piece(r, pieces):
+        start, end = _distribute.bounds(r, pieces, count)
+        share = tf.nest.map_structure(lambda t: t[start:end], (x, y))
+        result = compute(model, (weights, *share), alone)
+        sums, norms = _value.derivative_of(options, result)
+        seen["sums"], seen["rest"] = sums, _value.with_derivative(options, result, None)
+        return tf.nest.flatten(sums) + [norms] + tf.nest.flatten(seen["rest"])
+
+    def axes():
+        return [None] * len(flat) + [0] * (1 + len(tf.nest.flatten(seen["rest"])))
+
+    def finish(blocks):
+        sums, norms, rest = blocks[:len(flat)], blocks[len(flat)], blocks[len(flat) + 1:]
+        result = _dp.finished(sums, norms, count, (weights, flat), options)
+        rest = tf.nest.pack_sequence_as(seen["rest"], rest)
+        return _value.with_derivative(options, rest, result)
+
+    return _distribute.Split(piece, axes, finish, finish)
+
+
 # -- the specs ---------------------------------------------------------------------------
 
 STACKED_JACOBIAN = Spec("stacked_jacobian", _jacobian, split=_jacobian_split,
@@ -355,7 +396,9 @@ VJP = Spec("vjp", _vjp, value="outputs", argument="f")
 HVP = Spec("hvp", _hvp, argument="f")
 PER_EXAMPLE_GRADIENT_NORMS = Spec(
     "per_example_gradient_norms", functools.partial(_private, _dp.norms_of),
-    prepare=example_inputs, tensor_target=False, bind_sources=True, value="own")
+    split=_example_split, prepare=example_inputs, tensor_target=False, bind_sources=True,
+    value="own", samples=True)
 CLIPPED_GRADIENTS = Spec(
-    "clipped_gradients", functools.partial(_private, _dp.clipped_of), prepare=example_inputs,
-    tensor_target=False, bind_sources=True, value="own")
+    "clipped_gradients", functools.partial(_private, _dp.clipped_of), split=_clipped_split,
+    prepare=example_inputs, tensor_target=False, bind_sources=True, value="own",
+    samples=True)

@@ -12,6 +12,12 @@ from compat_grads._src.core.tf import tf
 from compat_grads._src.dp import factors as _factors
 
 
+def prepared(parts, count, shared):
+    """One weight's parts as its norm and clipped sum read them (`factors.prepared`;
+    `shared`: one dict for the weights of one call)."""
+    return _factors.prepared(parts, count, shared) if parts else parts
+
+
 def squared(parts, count, dtype):
     """One weight's squared per-example norms (None for a weight the losses do not use)."""
     if not parts:
@@ -51,26 +57,34 @@ def clipped_of(name, squares, parts, count, weights, options):
     """The sum (or mean) of the per-example gradients each scaled to a norm of at most
     `l2_norm_clip`, noised; with `return_norms`, and the norms."""
     structure, flat = weights
-    clipping = options.clipping
-    zero = _zeros(squares, count)
-    norms = tf.sqrt(_total(squares, zero))
-    clip = tf.constant(clipping.l2_norm_clip, norms.dtype)
+    norms = tf.sqrt(_total(squares, _zeros(squares, count)))
+    clip = tf.constant(options.clipping.l2_norm_clip, norms.dtype)
     scale = clip / tf.maximum(norms, clip)
-    sums = []
-    for i, (weight, mine) in enumerate(zip(flat, parts)):
+    sums = [tf.cast(_factors.clipped_sum(mine, count, scale, weight.shape),
+                    st.dtype_of(weight)) if mine else None
+            for weight, mine in zip(flat, parts)]
+    return finished(sums, norms, count, weights, options)
+
+
+def finished(sums, norms, count, weights, options):
+    """The clipped sums (None for a weight the losses do not use) as `clipped_gradients`
+    returns them: noised, divided by the batch size `count` for "mean", in the structure
+    of the weights; with `return_norms`, and the `[b]` norms."""
+    (structure, flat), clipping = weights, options.clipping
+    done = []
+    for i, (weight, total) in enumerate(zip(flat, sums)):
         dtype, shape = st.dtype_of(weight), weight.shape
-        if not mine:
-            zeros = options.how.unconnected == "zero" or clipping.noised
-            sums.append(tf.zeros(shape, dtype) if zeros else None)
-            if sums[-1] is None:
+        if total is None:
+            if options.how.unconnected != "zero" and not clipping.noised:
+                done.append(None)
                 continue
-        else:
-            sums.append(tf.cast(_factors.clipped_sum(mine, count, scale, shape), dtype))
+            total = tf.zeros(shape, dtype)
         if clipping.noised:
-            sums[-1] += _noise(clipping, i, shape, dtype)
+            total += _noise(clipping, i, shape, dtype)
         if clipping.reduction == "mean":
-            sums[-1] /= tf.cast(count, dtype)
-    result = tf.nest.pack_sequence_as(structure, sums)
+            total /= tf.cast(count, dtype)
+        done.append(total)
+    result = tf.nest.pack_sequence_as(structure, done)
     return (result, norms) if clipping.return_norms else result
 
 

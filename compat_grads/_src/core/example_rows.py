@@ -29,11 +29,13 @@ from compat_grads._src.core.rows import (
 )
 from compat_grads._src.core.tf import tf
 
+_TRANSPOSED = ("Conv2DBackpropInput", "Conv3DBackpropInputV2")
+"""Transposed convolutions: their input 2 is the data, input 0 the output's shape."""
 _ROW_WISE = frozenset({
     "MatMul", "BatchMatMulV2", "BatchMatMul", "Conv2D", "Conv3D", "DepthwiseConv2dNative",
-    "MaxPool", "AvgPool", "MaxPool3D", "AvgPool3D", "BiasAdd", "Transpose", "Pad", "PadV2",
-    "MirrorPad", "Tile", "Slice", "Split", "SplitV", "Unpack", "OneHot", "FusedBatchNormV3",
-    "FusedBatchNorm", "FusedBatchNormV2", "Einsum", "ResourceGather", "Reshape",
+    *_TRANSPOSED, "MaxPool", "AvgPool", "MaxPool3D", "AvgPool3D", "BiasAdd", "Transpose",
+    "Pad", "PadV2", "MirrorPad", "Tile", "Slice", "Split", "SplitV", "Unpack", "OneHot",
+    "FusedBatchNormV3", "FusedBatchNorm", "FusedBatchNormV2", "Einsum", "ResourceGather", "Reshape",
     "SpaceToBatchND", "BatchToSpaceND", "Fill", "Const",
     *SAME_SHAPE, *BROADCAST, *FIRST_INPUT, "ConcatV2", "Pack", "Select", "SelectV2",
     "Less", "LessEqual", "Greater", "GreaterEqual", "Equal", "NotEqual", "LogicalAnd",
@@ -146,6 +148,8 @@ def _example_inputs(t) -> list:
         return [op.inputs[1]]
     if op.type in ("OneHot", "SplitV"):
         return [op.inputs[0]]
+    if op.type in _TRANSPOSED:
+        return [op.inputs[2], op.inputs[1]]
     return list(op.inputs)
 
 
@@ -242,7 +246,7 @@ def _keeps_first_axis(op, fixed) -> bool:
             adjoint = op.get_attr("transpose_a" if kind == "MatMul" else "adj_x")
             return not adjoint and not fixed[1]
         return not fixed[1] or inputs[1].shape.rank == rank
-    if kind in ("Conv2D", "Conv3D", "DepthwiseConv2dNative", "BiasAdd", *_POOLS):
+    if kind in ("Conv2D", "Conv3D", "DepthwiseConv2dNative", "BiasAdd", *_POOLS, *_TRANSPOSED):
         return op.get_attr("data_format").decode() in ("NHWC", "NDHWC") and not any(fixed[1:])
     if any(fixed[1:]) and kind not in ("ConcatV2", "Pack", "Einsum"):
         return False

@@ -1,7 +1,8 @@
-"""Convolutions (Conv1D, Conv2D, Conv3D, depthwise and separable ones): a filter applied to
-each patch of the example's input. The per-example gradient of a filter is the outer product
-of the patches and the output gradients, summed over positions (a depthwise filter's per
-channel, materialized: it is as small as the filter)."""
+"""Convolutions (Conv1D, Conv2D, Conv3D, depthwise, separable and transposed ones): a filter
+applied to each patch of the example's input. The per-example gradient of a filter is the
+outer product of the patches and the output gradients, summed over positions (a depthwise
+filter's per channel, materialized: it is as small as the filter; a transposed
+convolution's, the output gradient's patches and the input)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,31 @@ def conv(use, grad, ctx):
         return _depthwise(left, right, shape, ctx.batch)
     if groups != 1:
         return _grouped(left, right, shape, groups, ctx.batch)
+    return Outer(left, right, depth)
+
+
+def transposed(use, grad, ctx):
+    """A transposed convolution (Conv1DTranspose, Conv2DTranspose, Conv3DTranspose): the
+    adjoint of the convolution whose input is the layer's output and whose output is the
+    layer's input, with the same filter; so the filter's per-example gradient is that
+    convolution's, the patches of the output gradient times the layer's input."""
+    op = use.op
+    if use.index != 1:
+        return "the weight is the transposed convolution's input, not its filter"
+    if op.get_attr("data_format").decode() not in ("NHWC", "NDHWC"):
+        return "a transposed convolution in channels-first layout"
+    x, shape = op.inputs[2], use.shape
+    patches = _patches_of(grad, op)
+    if isinstance(patches, str):
+        return patches
+    if patches.shape[1:-1] != x.shape[1:-1] or not x.shape[1:-1].is_fully_defined():
+        return (f"the output gradient's patches ({patches.shape}) do not line up with the "
+                f"input ({x.shape})")
+    depth = int(patches.shape[-1])
+    left = ctx.flat(patches, depth, like=x)
+    right = ctx.flat(x, int(shape[-1]), like=x)
+    if left is None or right is None:
+        return "the graph does not show that the input holds the examples on its first axis"
     return Outer(left, right, depth)
 
 
@@ -78,7 +104,13 @@ def _undilated(x):
 
 def _patches(op):
     """The input's patches, `[N, positions..., kernel * channels]` in the filter's order."""
-    x = op.inputs[0]
+    return _patches_of(op.inputs[0], op)
+
+
+def _patches_of(x, op):
+    """The patches of `x` the convolution `op` (or the one a transposed convolution is the
+    adjoint of) multiplies by its filter, `op.inputs[1]`: its kernel, strides, dilations
+    and padding."""
     spatial = x.shape.rank - 2
     kernel = [int(d) for d in op.inputs[1].shape[:spatial]]
     strides = list(op.get_attr("strides"))

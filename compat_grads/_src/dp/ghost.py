@@ -24,7 +24,8 @@ class Found:
 
 def per_example_parts(losses, weights, created, context: Context) -> Found:
     """The parts of each weight's per-example gradient of `losses` (`[b]`, made by the ops
-    named in `created`), from one backward pass to every use's output."""
+    `created` names: `{name: position}` in the order they were made), from one backward
+    pass to every use's output."""
     graph = losses.graph
     uses = [_uses.uses_of(w, graph, created, context.fixed) for w in weights]
     outputs, index = [], {}

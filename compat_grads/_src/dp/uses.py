@@ -64,10 +64,11 @@ class Use:
 
 
 def uses_of(weight, graph, created, fixed) -> list[Use]:
-    """Every read of `weight` by an op of `created` (a set of op names of `graph`: those
-    the forward pass made), through views and through ops that derive a tensor from it
-    with tensors `fixed(t)` says are the same for every example. A weight the graph never
-    reads has none."""
+    """Every read of `weight` by an op of `created` (`{op name: position}` of the ops of
+    `graph` the forward pass made, in the order it made them), through views and through
+    ops that derive a tensor from it with tensors `fixed(t)` says are the same for every
+    example; in the order the forward pass made them (the backward pass reaches them in
+    the reverse order). A weight the graph never reads has none."""
     found, seen = [], set()
     todo = [(t, (), None) for t in _values_in(weight, graph)]
     while todo:
@@ -93,7 +94,7 @@ def uses_of(weight, graph, created, fixed) -> list[Use]:
                     continue
                 shape = weight.shape if tensor.dtype == tf.resource else tensor.shape
                 found.append(Use(op, i, tensor, shape, chain, piece))
-    return found
+    return sorted(found, key=lambda use: created[use.op.name])
 
 
 def _pieces(op, tensor, weight) -> list | None:
