@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and
         batch_jacobian,
         batch_laplacian,
         clipped_gradients,
+        diagonal_estimate,
         divergence,
         hessian,
         hessian_diagonal,
@@ -39,7 +40,10 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and
         per_element_gradients,
         per_example_gradient_norms,
         per_example_gradients,
+        solve,
         stacked_jacobian,
+        top_eigenvalues,
+        trace_estimate,
         vjp,
     )
     from compat_grads.dispatch import execution_mode
@@ -49,10 +53,11 @@ __version__ = "0.2.0"
 
 _LAZY = {
     **dict.fromkeys(("batch_divergence", "batch_hessian", "batch_hessian_diagonal",
-                     "batch_jacobian", "batch_laplacian", "clipped_gradients", "divergence",
-                     "hessian", "hessian_diagonal", "hvp", "jvp", "laplacian",
-                     "per_element_gradients", "per_example_gradient_norms",
-                     "per_example_gradients", "stacked_jacobian", "vjp"), "compat_grads.api"),
+                     "batch_jacobian", "batch_laplacian", "clipped_gradients",
+                     "diagonal_estimate", "divergence", "hessian", "hessian_diagonal", "hvp",
+                     "jvp", "laplacian", "per_element_gradients", "per_example_gradient_norms",
+                     "per_example_gradients", "solve", "stacked_jacobian", "top_eigenvalues",
+                     "trace_estimate", "vjp"), "compat_grads.api"),
     "check_derivatives": "compat_grads.testing",  # loads compat_grads.testing on first use
     "clear_cache": "compat_grads._src.call.compile",
     "execution_mode": "compat_grads.dispatch",
@@ -74,6 +79,7 @@ __all__ = [
     "check_derivatives",
     "clipped_gradients",
     "clear_cache",
+    "diagonal_estimate",
     "divergence",
     "execution_mode",
     "hessian",
@@ -85,7 +91,10 @@ __all__ = [
     "per_element_gradients",
     "per_example_gradient_norms",
     "per_example_gradients",
+    "solve",
     "stacked_jacobian",
+    "top_eigenvalues",
+    "trace_estimate",
     "vjp",
 ]
 

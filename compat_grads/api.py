@@ -1,11 +1,19 @@
 """The public functions, by family: first order (`stacked_jacobian`, `per_element_gradients`,
 `batch_jacobian`, `per_example_gradients`, `jvp`, `vjp`), second order (`hessian`,
 `batch_hessian`, `hvp`), private training (`per_example_gradient_norms`,
-`clipped_gradients`) and traces (Laplacians, divergences, Hessian diagonals). Each is its
+`clipped_gradients`), traces (Laplacians, divergences, Hessian diagonals) and curvature
+(`top_eigenvalues`, `trace_estimate`, `diagonal_estimate`, `solve` on any square
+`tf.linalg.LinearOperator`). Each is its
 signature, its docstring and one call of the call path (`compat_grads._src.call.run`); they
 live in `compat_grads._src.api`, by family, and are this module's names (`help()` and
 pickling name them `compat_grads.api.<name>`)."""
 
+from compat_grads._src.api.curvature import (
+    diagonal_estimate,
+    solve,
+    top_eigenvalues,
+    trace_estimate,
+)
 from compat_grads._src.api.dp import clipped_gradients, per_example_gradient_norms
 from compat_grads._src.api.first_order import (
     batch_jacobian,
@@ -26,6 +34,7 @@ from compat_grads._src.api.traces import (
 )
 
 __all__ = ["batch_divergence", "batch_hessian", "batch_hessian_diagonal", "batch_jacobian",
-           "batch_laplacian", "clipped_gradients", "divergence", "hessian", "hessian_diagonal",
-           "hvp", "jvp", "laplacian", "per_element_gradients", "per_example_gradient_norms",
-           "per_example_gradients", "stacked_jacobian", "vjp"]
+           "batch_laplacian", "clipped_gradients", "diagonal_estimate", "divergence", "hessian",
+           "hessian_diagonal", "hvp", "jvp", "laplacian", "per_element_gradients",
+           "per_example_gradient_norms", "per_example_gradients", "solve", "stacked_jacobian",
+           "top_eigenvalues", "trace_estimate", "vjp"]

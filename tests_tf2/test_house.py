@@ -94,8 +94,8 @@ def test_the_cycle_finder_finds_a_cycle():
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
 
 
-LAYERS = ("core", "memory", "console", "stacking", "jacobians", "traces", "dp", "backends", "call",
-          "api")
+LAYERS = ("core", "memory", "console", "stacking", "jacobians", "traces", "dp", "curvature",
+          "backends", "call", "api")
 """The folders of compat_grads/_src from the bottom up (`_src/memory.py` is a layer of one
 module): each imports only itself and the layers below it (CONTRIBUTING.md's house map)."""
 LONGEST_CHAIN = 9
@@ -184,7 +184,7 @@ def test_only_the_mode_module_asks_the_mode():
 
 
 API_MODULES = ("_src/api/first_order.py", "_src/api/second_order.py", "_src/api/traces.py",
-               "_src/api/dp.py")
+               "_src/api/dp.py", "_src/api/curvature.py")
 """The public functions' modules, a family each, which `compat_grads.api` gathers."""
 
 

@@ -6,8 +6,8 @@ from typing import Any, Literal, Union
 from compat_grads._src.core.mode import Mode
 from compat_grads._src.core.tf import tf
 
-__all__ = ["Budget", "ChunkSize", "Method", "Mode", "Nest", "Strategy", "Target",
-           "TensorLike", "Unconnected"]
+__all__ = ["Budget", "ChunkSize", "Method", "Mode", "Nest", "Seed", "Strategy", "Target",
+           "TensorLike", "TraceMethod", "Unconnected", "Which"]
 
 TensorLike = Union[tf.Tensor, tf.Variable]
 Nest = Any
@@ -19,3 +19,7 @@ ChunkSize = Union[int, Literal["auto"], None]
 Method = Literal["exact", "hutchinson"]
 Strategy = Literal["auto", "reverse", "forward", "loop"]
 Unconnected = Union[Literal["none", "zero"], tf.UnconnectedGradients]
+Seed = Union[int, tf.Tensor]
+"""An int, or an integer scalar tensor: the key of a stateless generator."""
+Which = Literal["LA", "SA", "LM"]
+TraceMethod = Literal["hutchinson", "hutch++"]

@@ -1,0 +1,138 @@
+"""Extreme eigenpairs of a self-adjoint operator by Lanczos with full reorthogonalization.
+
+m steps of Lanczos build an orthonormal basis Q (`[m, n]`) of the Krylov space of a random
+start vector and the tridiagonal T = Q A Qᵀ; T's eigenpairs (θ, s) give the Ritz pairs
+(θ, Qᵀs), whose extreme values converge to A's extreme eigenvalues first. Every new vector is
+orthogonalized against all of Q, twice (twice is enough: Kahan, Parlett), so no ghost copies
+of converged eigenvalues appear; a vector that vanishes (an invariant subspace: A has fewer
+distinct eigenvalues than m, or the start vector missed some) is replaced by a fresh random
+vector orthogonal to Q, so that m = n steps span the whole space and give A's eigenpairs
+exactly, up to rounding. The m steps are one `tf.while_loop`: one `Session.run` in a TF1
+graph.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from compat_grads._src.core.mode import as_graph
+from compat_grads._src.core.tf import tf
+from compat_grads._src.curvature import checks, probes
+
+FUNCTION = "top_eigenvalues"
+WHICH = ("LA", "SA", "LM")
+"""As scipy's `eigsh`: largest algebraic, smallest algebraic, largest magnitude."""
+EXTRA_ITERATIONS = 20
+"""The default number of steps is 2k + EXTRA_ITERATIONS (at most n)."""
+
+
+def default_iterations(n: int, k: int) -> int:
+    """Enough steps for the k extreme Ritz values of a small or well-separated spectrum to
+    converge (their error falls geometrically with the steps); all n for n <= 2k + 20, which
+    is exact."""
+    return min(n, 2 * k + EXTRA_ITERATIONS)
+
+
+def top_eigenvalues(op, k, which, num_iterations, seed):
+    """`(values [k], vectors [n, k])`, the arguments checked first. In eager code the loop
+    is traced into a one-off `tf.function` (`as_graph`): one program instead of m steps of
+    op-by-op dispatch, and the very ops a graph runs, so one seed gives the same numbers bit
+    for bit in every mode."""
+    n = checks.square_operator(FUNCTION, op)
+    checks.self_adjoint(FUNCTION, op)
+    k = checks.at_most(FUNCTION, "k", checks.count(FUNCTION, "k", k, "how many eigenpairs"),
+                       n, "the operator's size n")
+    which = checks.choice(FUNCTION, "which", which, WHICH)
+    steps = _steps(num_iterations, n, k)
+    seed = checks.seed(FUNCTION, seed)
+    return as_graph(lambda: ritz_pairs(op, n, k, which, steps, seed))
+
+
+def _steps(num_iterations, n, k) -> int:
+    """The Lanczos steps: `num_iterations` (at least k; more than n is n, already exact), or
+    the default."""
+    if num_iterations is None:
+        return default_iterations(n, k)
+    steps = checks.count(FUNCTION, "num_iterations", num_iterations, "the Lanczos steps")
+    checks.at_least(FUNCTION, "num_iterations", steps, k, "k Ritz pairs need k steps")
+    return min(steps, n)
+
+
+def ritz_pairs(op, n, k, which, steps, seed):
+    """The k Ritz pairs `which` selects from `steps` Lanczos steps."""
+    basis, alphas, betas = lanczos(op, n, steps, seed)
+    values, vectors = tf.linalg.eigh(_tridiagonal(alphas, betas, steps))
+    order = _order(values, which)[:k]
+    ritz = tf.linalg.matmul(basis, tf.gather(vectors, order, axis=1), transpose_a=True)
+    return tf.gather(values, order), ritz
+
+
+def _order(values, which):
+    """Indices of the ascending `values`, most extreme first: descending for "LA",
+    ascending for "SA", by descending magnitude for "LM" (a tie: the lower value first)."""
+    if which == "SA":
+        return tf.range(tf.size(values))
+    if which == "LA":
+        return tf.range(tf.size(values) - 1, -1, -1)
+    return tf.argsort(-tf.abs(values), stable=True)
+
+
+def _tridiagonal(alphas, betas, m):
+    """T `[m, m]`: the m alphas on the diagonal, the first m - 1 betas beside it."""
+    beside = betas[:-1]
+    return (tf.linalg.diag(alphas) + tf.linalg.diag(beside, k=1, num_rows=m, num_cols=m)
+            + tf.linalg.diag(beside, k=-1, num_rows=m, num_cols=m))
+
+
+def lanczos(op, n, steps, seed):
+    """(Q `[steps, n]`, alphas `[steps]`, betas `[steps]`) of `steps` Lanczos steps from a
+    stateless normal start vector, in one `tf.while_loop`. betas[j] couples step j to
+    j + 1 (0 where a fresh vector restarted the space; the last one is unused)."""
+    dtype = op.dtype
+    # below this (relative to a running estimate of |A|) a new vector is rounding: restart
+    tiny = math.sqrt(n) * float(np.finfo(dtype.as_numpy_dtype).eps)
+
+    def step(j, q, basis, alphas, betas, scale):
+        basis = tf.tensor_scatter_nd_update(basis, [[j]], q[None])
+        product = op.matvec(q)
+        alpha = tf.tensordot(q, product, 1)
+        w = _orthogonalized(product, basis)
+        beta = tf.norm(w)
+        scale = tf.maximum(scale, tf.abs(alpha) + beta)
+        vanished = beta <= tiny * scale
+        q = tf.cond(vanished, lambda: _fresh(basis, n, seed, j + 1, dtype),
+                    lambda: w / beta)
+        beta = tf.where(vanished, tf.zeros_like(beta), beta)
+        alphas = tf.tensor_scatter_nd_update(alphas, [[j]], alpha[None])
+        betas = tf.tensor_scatter_nd_update(betas, [[j]], beta[None])
+        return j + 1, q, basis, alphas, betas, scale
+
+    start = _unit(probes.normal([n], seed, 0, dtype))
+    zeros = tf.zeros([steps], dtype)
+    state = (tf.constant(0), start, tf.zeros([steps, n], dtype), zeros, zeros,
+             tf.zeros([], dtype))
+    _, _, basis, alphas, betas, _ = tf.while_loop(lambda j, *_: j < steps, step, state,
+                                                  maximum_iterations=steps)
+    return basis, alphas, betas
+
+
+def _orthogonalized(w, basis):
+    """w minus its components along the rows of `basis`, removed twice: one pass leaves
+    components of the order of rounding times |w| / |result|, which the second removes."""
+    for _ in range(2):
+        w = w - tf.linalg.matvec(basis, tf.linalg.matvec(basis, w), transpose_a=True)
+    return w
+
+
+def _fresh(basis, n, seed, salt, dtype):
+    """A random unit vector orthogonal to the rows of `basis`: the next basis vector where
+    the Krylov space closed."""
+    return _unit(_orthogonalized(probes.normal([n], seed, salt, dtype), basis))
+
+
+def _unit(v):
+    """v / |v| (v itself when it is zero: only after the last of n steps, and unused)."""
+    norm = tf.norm(v)
+    return v / tf.where(norm > 0, norm, tf.ones_like(norm))
