@@ -94,8 +94,8 @@ def test_the_cycle_finder_finds_a_cycle():
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
 
 
-LAYERS = ("core", "memory", "console", "stacking", "jacobians", "traces", "dp", "curvature",
-          "backends", "call", "api")
+LAYERS = ("core", "memory", "console", "stacking", "jacobians", "traces", "dp", "backends",
+          "curvature", "call", "api")
 """The folders of compat_grads/_src from the bottom up (`_src/memory.py` is a layer of one
 module): each imports only itself and the layers below it (CONTRIBUTING.md's house map)."""
 LONGEST_CHAIN = 9

@@ -1,18 +1,220 @@
-"""The estimators on a square `tf.linalg.LinearOperator` (top_eigenvalues, trace_estimate,
-diagonal_estimate, solve): signatures and docstrings, each one call into
-`compat_grads._src.curvature`, where the arguments are checked and the loops built;
-`compat_grads.api` holds them with the others. They ask the operator for products only, so
-a matrix (`tf.linalg.LinearOperatorFullMatrix`) and an operator whose `_matmul` computes
-Hessian-vector products of a model (with `hvp`) serve alike."""
+"""Curvature without the matrix: the operators (hessian_operator, ggn_operator,
+fisher_operator: `tf.linalg.LinearOperator`s over the flattened parameters, whose products
+are Hessian-, Jacobian- and vector-Jacobian products) and the estimators on any square
+operator (top_eigenvalues, trace_estimate, diagonal_estimate, solve): signatures and
+docstrings, each one call into `compat_grads._src.curvature`, where the arguments are checked
+and the products and loops built; `compat_grads.api` holds them with the others. The
+estimators ask the operator for products only, so a matrix
+(`tf.linalg.LinearOperatorFullMatrix`) and the operators here serve alike."""
 
 from __future__ import annotations
 
 from compat_grads._src.api import docs as _docs
 from compat_grads._src.core.tf import tf
-from compat_grads._src.core.types import Seed, TraceMethod, Which
+from compat_grads._src.core.types import FisherKind, Nest, Seed, TraceMethod, Which
 from compat_grads._src.curvature import lanczos as _lanczos
+from compat_grads._src.curvature import operators as _operators
 from compat_grads._src.curvature import solve as _solve
 from compat_grads._src.curvature import trace as _trace
+
+
+@_docs.public
+def hessian_operator(f, params: Nest, *, data: tuple | tf.data.Dataset | None = None
+                     ) -> tf.linalg.LinearOperator:
+    """The Hessian of a scalar function of the parameters as a `tf.linalg.LinearOperator`:
+    Hessian-vector products, never the matrix.
+
+    Shape: `[n, n]`, n = the total size of `params`, over their flat concatenation (the
+    leaves in `tf.nest.flatten` order, each flattened row-major: the columns of
+    `hessian(..., flat=True)`); `op.matvec(v)` is `[n]`, `op.matmul(V)` is `[n, m]`. The
+    operator is the Hessian of `f(params)`, or with `data` of the sum over the batches of
+    `f(params, *batch)` (a tuple batch is unpacked into f's further arguments, anything else
+    passed as one). Each product is one Hessian-vector product of each batch, as `hvp` takes
+    it: forward-over-reverse in eager code, reverse-over-reverse in a graph or `tf.function`
+    (two gradients' cost); `matmul`'s columns are products one after another in a
+    `tf.while_loop`, so `op.to_dense()` (the identity's n columns) holds the result and the
+    loop's few products in flight, never n passes at once. It is self-adjoint
+    (`is_self_adjoint=True`) and square, with the parameters' dtype; the estimators
+    (`top_eigenvalues`, `trace_estimate`, `diagonal_estimate`, `solve`) take it as it is.
+    The products are built when they are asked for, in the mode of that code: an operator
+    made in eager code works in a `tf.function` too.
+
+    Args:
+      f: a callable `f(params) -> scalar`, or with `data` `f(params, *batch) -> scalar`
+        (a loss): every mode. The parameters it is differentiated in are `params` (a
+        model's variables: f may read them through the model).
+      params: a tensor, a variable, or a list / tuple / dict nest of them, one dtype for
+        all, each of static shape (the operator's size is known when it is built).
+      data: None (the default: the Hessian of `f(params)`), a tuple of tensors (one batch:
+        the Hessian of `f(params, *data)`), or a `tf.data.Dataset` of batches (the
+        Hessian of the sum of `f(params, *batch)` over them, read with `Dataset.reduce`
+        in each product: in a TF1 Session, a `tf.function` and eager code alike). For the
+        Hessian of a mean over all examples, make f return each batch's sum divided by
+        the total count.
+
+    Returns:
+      A `tf.linalg.LinearOperator` of shape `[n, n]` in the parameters' dtype.
+
+    Raises:
+      TypeError: for an f that is not callable, params of two dtypes (or not floating
+        point), and a `data` that is neither a tuple nor a Dataset.
+      ValueError: for a parameter whose shape is not static, and, when a product is
+        built (f runs then), an f that does not return a scalar.
+      compat_grads.ModeError: as `hvp` (a Keras 3 model in a TF1 graph).
+
+    Example:
+      >>> import tensorflow as tf
+      >>> import compat_grads as cg
+      >>> w = tf.Variable([1.0, 2.0])
+      >>> op = cg.hessian_operator(lambda w: w[0] ** 2 * w[1], w)
+      >>> op.matvec(tf.constant([1.0, 0.0])).numpy()
+      array([4., 2.], dtype=float32)
+      >>> op.to_dense().numpy()
+      array([[4., 2.],
+             [2., 0.]], dtype=float32)
+
+    Migrating from TF1:
+      Before: a Python function around double `tf.gradients` (`tf.gradients(
+      tf.reduce_sum(tf.gradients(loss, w)[0] * v), w)`), fed to scipy's `eigsh` or `cg`
+      through one `Session.run` per product. After: `op = cg.hessian_operator(f, w)`, then
+      `cg.top_eigenvalues(op, k)` or `cg.solve(op, v)`: one graph, one `Session.run`.
+    """
+    return _operators.hessian_operator(f, params, data)
+
+
+@_docs.public
+def ggn_operator(loss_fn, model, x, y=None, *, weights: Nest = None
+                 ) -> tf.linalg.LinearOperator:
+    """The generalized Gauss-Newton matrix of a model's loss as a
+    `tf.linalg.LinearOperator`: `G = Σ_s J_sᵀ H_s J_s`, never the matrix.
+
+    Shape: `[n, n]` over the flat concatenation of `weights` (as `hessian_operator`'s
+    params). J_s is the Jacobian of example s's model output with respect to the weights,
+    H_s the Hessian of its loss `loss_fn(y_s, ·)` with respect to that output, at the
+    prediction: the Hessian of the loss without the term of the model's second
+    derivatives, positive semi-definite for a convex loss (Levenberg-Marquardt's and
+    Martens' Hessian-free optimization's curvature). Each product `G v` is one JVP of the
+    outputs along v (forward mode: one forward pass in eager code), H_s applied in output
+    space, then one VJP. H_s is applied in closed form where the loss is recognized:
+    mean squared error (`(2 / k) I` for k outputs, as Keras averages them) and softmax
+    cross-entropy from logits (`diag(p) - p pᵀ`, p the softmax), from Keras' functions
+    (`keras.losses` or `tf_keras.losses`; `functools.partial(...,
+    from_logits=True)` for the cross-entropies), Keras' `Loss` classes with
+    `reduction="none"` (`from_logits=True` for the cross-entropies) and
+    `tf.nn.(sparse_)softmax_cross_entropy_with_logits`; any other loss by a
+    Hessian-vector product of the loss in the predictions, with the same result.
+
+    Args:
+      loss_fn: `loss_fn(y_true, y_pred) -> per-example losses`, shape `[b]` or `[b, ...]`
+        (summed per example), as `per_example_gradients` takes it.
+      model: a `tf_keras` model or layer (Keras 3 too, outside TF1 graphs), or any callable
+        `model(x) -> y_pred` over variables.
+      x: the batch of inputs (a tensor or a nest of them, batch axis first; in a TF1 graph
+        a placeholder whose batch is unknown until it is fed), or a `tf.data.Dataset` of
+        `(inputs, labels)` batches, as Keras' `fit` takes it: the operator is then the sum
+        over its batches.
+      y: the batch of labels, passed to `loss_fn`; None when x is a Dataset.
+      weights: the variables (a list, tuple or dict nest, one dtype, static shapes);
+        default `model.trainable_weights`.
+
+    Returns:
+      A `tf.linalg.LinearOperator` of shape `[n, n]` in the weights' dtype.
+
+    Raises:
+      TypeError: for a loss_fn or model that is not callable, weights of two dtypes, a
+        y of None with tensors x, a Dataset whose elements are not pairs.
+      ValueError: for a weight of unknown shape, a y given with a Dataset x, and, when a
+        product is built, losses that are not one per example or x and y of different
+        batch sizes (in a graph, sizes known only at run time are checked then).
+      compat_grads.ModeError: for a Keras 3 model in a TF1 graph.
+
+    Example:
+      >>> import tensorflow as tf
+      >>> import compat_grads as cg
+      >>> w = tf.Variable([[1.0], [1.0]])
+      >>> squared = lambda y, p: tf.reduce_sum((y - p) ** 2, axis=-1)  # H_s = 2
+      >>> op = cg.ggn_operator(squared, lambda x: x @ w, tf.constant([[1.0, 2.0]]),
+      ...                      tf.constant([[0.0]]), weights=[w])
+      >>> op.to_dense().numpy()  # 2 xᵀx
+      array([[2., 4.],
+             [4., 8.]], dtype=float32)
+
+    Migrating from TF1:
+      Before: the Gauss-Newton product by hand, `Jv` by the double-`tf.gradients` trick
+      with a dummy, the loss's Hessian written out, `tf.gradients(outputs, w,
+      grad_ys=HJv)`; or the Jacobian materialized. After: `cg.ggn_operator(loss_fn,
+      model, x, y)`, with `cg.solve(op, g, damping=...)` for a Levenberg-Marquardt step.
+    """
+    return _operators.ggn_operator(loss_fn, model, x, y, weights)
+
+
+@_docs.public
+def fisher_operator(loss_fn, model, x, y=None, *, weights: Nest = None,
+                    kind: FisherKind = "empirical", seed: Seed = 0
+                    ) -> tf.linalg.LinearOperator:
+    """The Fisher of a model's loss as a `tf.linalg.LinearOperator`: `F = Σ_s g_s g_sᵀ`,
+    never the matrix, nor the per-example gradients g_s.
+
+    Shape: `[n, n]` over the flat concatenation of `weights` (as `hessian_operator`'s
+    params); g_s is the gradient of example s's loss `loss_fn(y_s, model(x_s))` with
+    respect to the weights (what `per_example_gradients` gives). Each product `F v` is one
+    JVP of the per-example losses along v (the `[b]` numbers g_s·v), then one VJP of the
+    losses with those numbers: about three passes, whatever the batch size.
+    "empirical" uses the given labels. "true" uses labels drawn from the model's
+    predictive distribution, the one whose negative log-likelihood the loss is: a class
+    drawn from the softmax of the logits for softmax cross-entropy from logits, and for
+    mean squared error `p + sqrt(k / 2) ε` (ε standard normal, k outputs: Keras' MSE,
+    a mean over the k outputs, is that Gaussian's negative log-likelihood up to a
+    constant). So the true Fisher's expectation over the draws is the Gauss-Newton matrix
+    (`ggn_operator`). The draws come from a stateless generator: one seed gives the
+    same labels in every product and every mode (the operator is one fixed matrix), each
+    batch of a Dataset its own.
+
+    Args:
+      loss_fn: `loss_fn(y_true, y_pred) -> per-example losses`, shape `[b]` or `[b, ...]`
+        (summed per example). With kind="true", one of the losses `ggn_operator`
+        recognizes (mean squared error, softmax cross-entropy from logits).
+      model: a `tf_keras` model or layer (Keras 3 too, outside TF1 graphs), or any callable
+        `model(x) -> y_pred` over variables (with kind="true", one tensor `[b, ..., k]`).
+      x: the batch of inputs (batch axis first; in a TF1 graph a placeholder whose batch
+        may be unknown), or a `tf.data.Dataset` of `(inputs, labels)` batches: the sum
+        over its batches.
+      y: the batch of labels; None when x is a Dataset. With kind="true" only its shape
+        and dtype are used (the drawn labels take them).
+      weights: the variables (a list, tuple or dict nest, one dtype, static shapes);
+        default `model.trainable_weights`.
+      kind: "empirical" (the default: the given labels) or "true" (labels drawn from the
+        model's predictive distribution).
+      seed: with kind="true", an int (or an integer scalar tensor) for the stateless
+        draws: one seed, one operator, in every mode (TF1 graph included).
+
+    Returns:
+      A `tf.linalg.LinearOperator` of shape `[n, n]` in the weights' dtype.
+
+    Raises:
+      TypeError: as `ggn_operator`, and for a kind or seed of the wrong type.
+      ValueError: as `ggn_operator`; for an unknown kind; with kind="true", for a loss
+        whose predictive distribution is not known, or (when a product is built) a
+        model that does not return one tensor of rank 2 or more.
+      compat_grads.ModeError: for a Keras 3 model in a TF1 graph.
+
+    Example:
+      >>> import tensorflow as tf
+      >>> import compat_grads as cg
+      >>> w = tf.Variable([[1.0], [1.0]])
+      >>> squared = lambda y, p: tf.reduce_sum((y - p) ** 2, axis=-1)
+      >>> op = cg.fisher_operator(squared, lambda x: x @ w, tf.constant([[1.0, 2.0]]),
+      ...                         tf.constant([[0.0]]), weights=[w])
+      >>> op.to_dense().numpy()  # g gᵀ, g = 2 (xw - y) xᵀ = [6, 12]
+      array([[ 36.,  72.],
+             [ 72., 144.]], dtype=float32)
+
+    Migrating from TF1:
+      Before: per-example gradients by one `Session.run` (or one `tf.gradients`) per
+      example, stacked and multiplied out. After: `cg.fisher_operator(loss_fn, model, x,
+      y)` (K-FAC-free natural-gradient steps by `cg.solve(op, g, damping=...)`).
+    """
+    return _operators.fisher_operator(loss_fn, model, x, y, weights, kind, seed)
 
 
 @_docs.public
