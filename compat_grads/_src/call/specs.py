@@ -362,7 +362,7 @@ def _clipped_split(name, compute, model, args, options):
         share = tf.nest.map_structure(lambda t: t[start:end], (x, y))
         result = compute(model, (weights, *share), alone)
         sums, norms = _value.derivative_of(options, result)
-        seen["sums"], seen["rest"] = sums, _value.with_derivative(options, result, None)
+        seen["rest"] = _value.with_derivative(options, result, None)
         return tf.nest.flatten(sums) + [norms] + tf.nest.flatten(seen["rest"])
 
     def axes():
