@@ -14,6 +14,8 @@ import pytest
 from compat_grads.bench import first_run, suite, timing
 from compat_grads.bench import workloads as wl
 
+pytestmark = pytest.mark.tooling  # CI runs these on the newest release only
+
 
 def test_quick_suite_runs_and_reports(tmp_path):
     report = suite.run(quick=True, out_dir=str(tmp_path), plot=False, log=lambda _: None)

@@ -25,6 +25,8 @@ from compat_grads.bench import first_run
 from compat_grads.testing import check_command, matrix, models, modes, routes
 from compat_grads.testing.process import first_error_line
 
+pytestmark = pytest.mark.tooling  # CI runs these on the newest release only
+
 NATIVE_LOG = re.compile(r"^([IWEF]\d{4} |WARNING: All log messages before absl)|oneDNN|"
                         r"cudart|cuda_|TensorFlow binary is optimized", re.M)
 HEARTBEAT = re.compile(r"^compat-grads check: \d+ of \d+ done, \d+ s elapsed.* \(TF1 \d+/\d+, "

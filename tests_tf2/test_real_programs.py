@@ -11,6 +11,9 @@ import sys
 import textwrap
 
 import numpy as np
+import pytest
+
+pytestmark = pytest.mark.tooling  # CI runs these on the newest release only
 
 HARNESS = pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / "real_programs.py"
 

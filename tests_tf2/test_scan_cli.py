@@ -15,6 +15,8 @@ from scan_support import CORPUS, bad, expected, fixable, scan
 from compat_grads import cli, migrate
 from compat_grads.migrate import fixer, sources
 
+pytestmark = pytest.mark.tooling  # CI runs these on the newest release only
+
 
 def test_corpus_reports_every_expected_finding_and_nothing_else(capsys):
     status, report = scan(capsys, CORPUS)

@@ -12,6 +12,8 @@ from scan_support import CORPUS, expected, scan
 from compat_grads import cli, migrate
 from compat_grads.migrate import fixer, rules
 
+pytestmark = pytest.mark.tooling  # CI runs these on the newest release only
+
 
 def test_fix_twice_is_idempotent_and_leaves_report_only_findings(tmp_path, capsys):
     tree = shutil.copytree(CORPUS, tmp_path / "corpus")
