@@ -4,7 +4,7 @@
 `clipped_gradients`), traces (Laplacians, divergences, Hessian diagonals) and curvature
 (`hessian_operator`, `ggn_operator`, `fisher_operator`: `tf.linalg.LinearOperator`s;
 `top_eigenvalues`, `trace_estimate`, `diagonal_estimate`, `solve` on any square
-`tf.linalg.LinearOperator`). Each is its
+`tf.linalg.LinearOperator`; `empirical_ntk`). Each is its
 signature, its docstring and one call of the call path (`compat_grads._src.call.run`); they
 live in `compat_grads._src.api`, by family, and are this module's names (`help()` and
 pickling name them `compat_grads.api.<name>`)."""
@@ -27,6 +27,7 @@ from compat_grads._src.api.first_order import (
     stacked_jacobian,
     vjp,
 )
+from compat_grads._src.api.kernels import empirical_ntk
 from compat_grads._src.api.second_order import batch_hessian, hessian, hvp
 from compat_grads._src.api.traces import (
     batch_divergence,
@@ -39,7 +40,7 @@ from compat_grads._src.api.traces import (
 
 __all__ = ["batch_divergence", "batch_hessian", "batch_hessian_diagonal", "batch_jacobian",
            "batch_laplacian", "clipped_gradients", "diagonal_estimate", "divergence",
-           "fisher_operator", "ggn_operator", "hessian", "hessian_diagonal",
+           "empirical_ntk", "fisher_operator", "ggn_operator", "hessian", "hessian_diagonal",
            "hessian_operator", "hvp", "jvp", "laplacian", "per_element_gradients",
            "per_example_gradient_norms", "per_example_gradients", "solve", "stacked_jacobian",
            "top_eigenvalues", "trace_estimate", "vjp"]

@@ -19,7 +19,7 @@ import compat_grads as cg
 from compat_grads._src.core.tf import KERAS2_BUILT_IN, keras2, tf
 from compat_grads._src.curvature import losses as _losses
 from compat_grads.testing import modes
-from compat_grads.testing._suite.operators import CLASSES, LABELS, TARGETS, WEIGHTS, N, X
+from compat_grads.testing._suite.operators import CLASSES, LABELS, TARGETS, WEIGHTS, N, X, mlp
 
 TOLERANCE = 1e-10
 RNG = np.random.default_rng(1)  # the vectors (the model's data: _suite.operators)
@@ -361,3 +361,26 @@ def test_bad_input_names_the_argument():
         keras3 = _model("keras3")
         with tf.Graph().as_default(), pytest.raises(cg.ModeError, match="ggn_operator.*Keras 3"):
             cg.ggn_operator(loss_fn, keras3, tf.constant(X), tf.constant(LABELS))
+
+
+def test_the_operators_and_estimators_compile_with_xla():
+    """One `tf.function(jit_compile=True)`: the three operators' products, Lanczos, a
+    Hutchinson trace and conjugate gradients equal the same calls in eager code."""
+    params = [tf.constant(w) for w in WEIGHTS]
+    vector = tf.constant(RNG.normal(size=N))
+    sparse = tf.nn.sparse_softmax_cross_entropy_with_logits
+
+    def build(x, y, labels, v):
+        model = lambda x: mlp(params, x)  # noqa: E731
+        H = cg.hessian_operator(lambda p, x, y: tf.reduce_sum((mlp(p, x) - y) ** 2), params,
+                                data=(x, y))
+        G = cg.ggn_operator(sparse, model, x, labels, weights=params)
+        F = cg.fisher_operator(sparse, model, x, labels, weights=params)
+        values, _ = cg.top_eigenvalues(H, 3)
+        return (H.matvec(v), G.matvec(v), F.matvec(v), values,
+                cg.trace_estimate(H, num_samples=5), cg.solve(G, v, damping=1.0))
+    arguments = (tf.constant(X), tf.constant(TARGETS), tf.constant(LABELS), vector)
+    eager = build(*arguments)
+    compiled = tf.function(build, jit_compile=True)(*arguments)
+    for got, want in zip(compiled, eager):
+        _close(got.numpy(), want.numpy(), 1e-9)

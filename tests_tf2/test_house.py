@@ -184,7 +184,7 @@ def test_only_the_mode_module_asks_the_mode():
 
 
 API_MODULES = ("_src/api/first_order.py", "_src/api/second_order.py", "_src/api/traces.py",
-               "_src/api/dp.py", "_src/api/curvature.py")
+               "_src/api/dp.py", "_src/api/curvature.py", "_src/api/kernels.py")
 """The public functions' modules, a family each, which `compat_grads.api` gathers."""
 
 

@@ -23,7 +23,9 @@ import contextvars
 import dataclasses
 import logging
 
-from compat_grads._src.core.errors import message
+import numpy as np
+
+from compat_grads._src.core.errors import describe, message
 
 AUTO = "auto"
 """`chunk_size="auto"`: every row at once when that fits the budget, else the largest chunk
@@ -236,6 +238,33 @@ def _too_small(function, how, result, per_row, budget):
         "Raise memory_budget= (or drop it: the default is half of the memory free), or "
         "compute a part of the result (fewer sources or target elements), or products "
         "instead of the whole matrix (jvp, vjp, hvp, per_element_gradients)."))
+
+
+def check_budget(function, name, value):
+    """`memory_budget` checked: None, a share of the free memory in (0, 1], or bytes up to
+    the machine's memory (`name`: the argument's name, for the option tables)."""
+    fix = ("Pass memory_budget= as bytes (an int, such as 2 * 2**30 for 2 GiB), as the share "
+           "of the memory free now (a float in (0, 1], such as 0.25), or None (the default: "
+           "half of it).")
+    if value is None:
+        return None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(
+            value, (int, np.integer, float, np.floating)):
+        raise TypeError(message(function, f"memory_budget must be a number of bytes, a "
+                                f"share in (0, 1] or None, but got {describe(value)} "
+                                f"{value!r:.40}", fix))
+    if isinstance(value, (float, np.floating)):
+        if not 0 < value <= 1:
+            raise ValueError(message(function, "memory_budget must be a share in (0, 1] of "
+                                     f"the memory free when it is a float, but got {value!r}",
+                                     fix))
+        return float(value)
+    machine = total_bytes()
+    if not 0 < value <= machine:
+        raise ValueError(message(
+            function, f"memory_budget must be positive and at most this machine's memory "
+            f"({machine} bytes) when it is bytes, but got {value!r}", fix))
+    return int(value)
 
 
 def budget_bytes(how) -> int:

@@ -17,7 +17,7 @@ from compat_grads._src.core.errors import describe, message
 from compat_grads._src.core.how import How
 from compat_grads._src.core.tf import tf
 from compat_grads._src.core.variables import unwrap_variable
-from compat_grads._src.memory import AUTO, total_bytes
+from compat_grads._src.memory import AUTO, check_budget
 
 STRATEGIES = ("auto", "reverse", "forward", "loop")
 UNCONNECTED = ("none", "zero")
@@ -281,31 +281,6 @@ def _check_chunk(function, name, value):
     return int(value)
 
 
-def _check_budget(function, name, value):
-    """None, a share of the free memory in (0, 1], or bytes up to the machine's memory."""
-    fix = ("Pass memory_budget= as bytes (an int, such as 2 * 2**30 for 2 GiB), as the share "
-           "of the memory free now (a float in (0, 1], such as 0.25), or None (the default: "
-           "half of it).")
-    if value is None:
-        return None
-    if isinstance(value, (bool, np.bool_)) or not isinstance(
-            value, (int, np.integer, float, np.floating)):
-        raise TypeError(message(function, f"memory_budget must be a number of bytes, a "
-                                f"share in (0, 1] or None, but got {_shown(value)}", fix))
-    if isinstance(value, (float, np.floating)):
-        if not 0 < value <= 1:
-            raise ValueError(message(function, "memory_budget must be a share in (0, 1] of "
-                                     f"the memory free when it is a float, but got {value!r}",
-                                     fix))
-        return float(value)
-    machine = total_bytes()
-    if not 0 < value <= machine:
-        raise ValueError(message(
-            function, f"memory_budget must be positive and at most this machine's memory "
-            f"({machine} bytes) when it is bytes, but got {value!r}", fix))
-    return int(value)
-
-
 def _check_seed(function, name, value):
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         raise TypeError(message(
@@ -355,7 +330,7 @@ _CHECKS = {
         "Use 'none' to get None for sources the target does not depend on, 'zero' for "
         "zeros."),
     "chunk_size": _check_chunk,
-    "memory_budget": _check_budget,
+    "memory_budget": check_budget,
     "max_bytes": _check_count("the most memory, in bytes, the result and the rows in "
                               "flight may take"),
     "method": _check_choice(

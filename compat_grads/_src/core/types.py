@@ -6,8 +6,8 @@ from typing import Any, Literal, Union
 from compat_grads._src.core.mode import Mode
 from compat_grads._src.core.tf import tf
 
-__all__ = ["Budget", "ChunkSize", "FisherKind", "Method", "Mode", "Nest", "Seed", "Strategy",
-           "Target", "TensorLike", "TraceMethod", "Unconnected", "Which"]
+__all__ = ["Budget", "ChunkSize", "FisherKind", "Method", "Mode", "Nest", "NtkMethod", "Seed",
+           "Strategy", "Target", "TensorLike", "TraceMethod", "Unconnected", "Which"]
 
 TensorLike = Union[tf.Tensor, tf.Variable]
 Nest = Any
@@ -24,3 +24,4 @@ Seed = Union[int, tf.Tensor]
 Which = Literal["LA", "SA", "LM"]
 TraceMethod = Literal["hutchinson", "hutch++"]
 FisherKind = Literal["empirical", "true"]
+NtkMethod = Literal["auto", "jacobian", "products"]

@@ -1,0 +1,286 @@
+"""The empirical neural tangent kernel `K(x1, x2) = J(x1) J(x2)ᵀ` of `f(params, x)`, J the
+Jacobian of the outputs with respect to the parameters, by two methods:
+
+- "jacobian": each side's per-example Jacobians (every example and output its own forward
+  and backward pass, vectorized: `_jacobians.per_example_rows`, O(examples · outputs) passes,
+  never the O(b²) of one-hot VJPs through a whole batch), contracted over the parameters by
+  one matrix product per parameter;
+- "products": the rows of J(x2) (as above), each pushed through `f(params, x1)` by a JVP:
+  every output pair of a column in one forward pass, J(x1) never held.
+
+Both run in chunks of examples when the Jacobians and the kernel would not fit the memory
+budget: a `tf.while_loop` over x1's chunks (and x2's, when its Jacobian does not fit either),
+each block written into a `TensorArray`, so a kernel whose Jacobians would not fit in memory
+is computed a block at a time, in one graph (one `Session.run` in a TF1 graph).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from compat_grads._src import memory as _memory
+from compat_grads._src.backends import select as _select
+from compat_grads._src.core import models as _models
+from compat_grads._src.core import structure as st
+from compat_grads._src.core.errors import describe, message
+from compat_grads._src.core.how import How
+from compat_grads._src.core.mode import as_graph
+from compat_grads._src.core.tf import tf
+from compat_grads._src.curvature import checks
+from compat_grads._src.curvature import flat as _flat
+from compat_grads._src.jacobians import jacobians as _jacobians
+from compat_grads._src.stacking.stack import stack
+
+FUNCTION = "empirical_ntk"
+METHODS = ("auto", "jacobian", "products")
+IN_FLIGHT_COPIES = 2
+"""What one example's Jacobian takes while it is computed, in copies of it: the rows
+themselves and their passes' intermediates (an estimate, as `_memory` makes for Jacobians)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+    """How the kernel is computed: the method, whether the outputs are traced, the chunk of
+    x1's examples and of x2's (None: all at once)."""
+
+    method: str
+    trace: bool
+    chunk1: int | None
+    chunk2: int | None
+    dtype: tf.DType
+
+
+def empirical_ntk(f, params, x1, x2, trace_outputs, method, chunk_size, memory_budget):
+    """The kernel, the arguments checked first; built as one graph (`as_graph`)."""
+    if not callable(f) or tf.is_tensor(f):
+        raise TypeError(message(
+            FUNCTION, f"f must be callable as f(params, x) -> outputs [n, ...], but got "
+            f"{describe(f)}", "Pass the network as a function of its parameters and inputs: "
+            "lambda params, x: model(x) with params=model.trainable_weights."))
+    flat = st.flatten_sources(FUNCTION, params, convert=True, argument="params")
+    params = tf.nest.pack_sequence_as(params, flat)
+    layout = _flat.layout(FUNCTION, "params", flat, st.leaf_paths(params, "params"))
+    x1 = _inputs("x1", x1)
+    x2 = None if x2 is None else _inputs("x2", x2)
+    trace = checks.boolean(FUNCTION, "trace_outputs", trace_outputs)
+    method = checks.choice(FUNCTION, "method", method, METHODS)
+    how = _how(chunk_size, memory_budget)
+    return as_graph(lambda: _kernel(f, params, layout, (x1, x2), (trace, method, how)))
+
+
+def _kernel(f, params, layout, inputs, options):
+    x1, x2 = inputs
+    trace, method, how = options
+    out_shape = _output_shape(f, params, x1)
+    o = out_shape.num_elements()
+    side2 = x1 if x2 is None else x2
+    plan = _plan(method, trace, how, (_count(x1), _count(side2)), (o, layout))
+    if plan.method == "products":
+        def block(a, b):
+            return _pushed_block(f, params, (a, b), o, trace)
+    else:
+        def rows(x):
+            return _rows(f, params, x, o)
+        if plan.chunk1 is None and plan.chunk2 is None and x2 is None:
+            held = rows(x1)  # x2 is x1: its Jacobian once
+            return _finish(_contracted(held, held, trace), trace, out_shape)
+        held = rows(side2) if plan.chunk2 is None else None
+
+        def block(a, b):
+            return _contracted(rows(a), held if held is not None else rows(b), trace)
+    return _finish(_by_chunks(x1, side2, plan, block), trace, out_shape)
+
+
+def _finish(kernel, trace, out_shape):
+    """`[n1, n2]` as it is, or `[n1, n2, o, o]` with each o as the outputs' shape."""
+    if trace:
+        return kernel
+    return tf.reshape(kernel, tf.concat([tf.shape(kernel)[:2], out_shape, out_shape], 0))
+
+
+# -- the two methods -----------------------------------------------------------------------
+
+
+def _rows(f, params, x, o):
+    """Per parameter, `[c, o, size]`: the Jacobian of each of the c examples' o outputs, each
+    row one example's forward and backward pass for one output, vectorized over the c·o."""
+    count = _count(x)
+    rows = count * o if isinstance(count, int) else tf.shape(x)[0] * o
+
+    def output(r):
+        example = _models.example(x, r // o)
+        return lambda ps: tf.gather(tf.reshape(_call(f, ps, example), [-1]), r % o)
+
+    problem = st.make_problem(FUNCTION, output(0), params, argument="params")
+    backend = _select.backend_for(problem)
+    how = How(strategy="reverse", unconnected="zero", chunk_size=None)
+    with _memory.recording(isolated=True):  # the kernel's plan is `_record`'s, not this
+        grads, _ = _jacobians.per_example_rows(backend, output, rows, how)
+    return [tf.reshape(g, [-1, o, g.shape[1:].num_elements()]) for g in grads]
+
+
+def _contracted(rows1, rows2, trace):
+    """`[c1, c2]` (trace) or `[c1, c2, o, o]`: Σ over the parameters of the rows' products."""
+    if trace:
+        return tf.add_n([tf.matmul(tf.reshape(a, [tf.shape(a)[0], -1]),
+                                   tf.reshape(b, [tf.shape(b)[0], -1]), transpose_b=True)
+                         for a, b in zip(rows1, rows2)])
+    return tf.add_n([tf.einsum("iap,jbp->ijab", a, b) for a, b in zip(rows1, rows2)])
+
+
+def _pushed_block(f, params, parts, o, trace):
+    """`[c1, c2]` or `[c1, c2, o, o]` by products: J(x2)'s rows, then a JVP of f(params, x1)
+    along each, stacked over the rows."""
+    x1, x2 = parts
+    rows = [tf.reshape(r, [-1, tf.compat.dimension_value(r.shape[-1])])
+            for r in _rows(f, params, x2, o)]
+    problem = st.make_problem(FUNCTION, lambda ps: tf.reshape(_call(f, ps, x1), [-1, o]),
+                              params, argument="params")
+    backend = _select.backend_for(problem)
+    push, shapes = backend.jvp_fn(), [p.shape for p in problem.flat]
+
+    def column(r):
+        (out,) = push([tf.reshape(tf.gather(piece, r), shape)
+                       for piece, shape in zip(rows, shapes)])
+        return [tf.zeros_like(backend.target) if out is None else out]
+    (pushed,) = stack(backend, column, tf.shape(rows[0])[0], [backend.target],
+                      How(chunk_size=None))
+    pushed = tf.reshape(pushed, [-1, o, tf.shape(pushed)[1], o])  # [c2, b, c1, a]
+    if trace:
+        return tf.einsum("jbib->ij", pushed)
+    return tf.transpose(pushed, [2, 0, 3, 1])
+
+
+# -- chunks --------------------------------------------------------------------------------
+
+
+def _by_chunks(x1, x2, plan, block):
+    """The kernel from `block(x1's chunk, x2's chunk)` (`[c1, c2, ...]`): at once, or a
+    `tf.while_loop` over x1's chunks with one over x2's inside, each block written into a
+    `TensorArray` (chunks of different sizes: the last may be smaller)."""
+    if plan.chunk1 is None and plan.chunk2 is None:
+        return block(x1, x2)
+    n1, n2 = tf.shape(x1)[0], tf.shape(x2)[0]
+    c1, c2 = plan.chunk1 or n1, plan.chunk2 or n2
+
+    def loop(n, c, body, dtype):
+        count = (n + c - 1) // c
+        arrays = tf.TensorArray(dtype, size=count, infer_shape=False)
+        _, arrays = tf.while_loop(
+            lambda i, _: i < count,
+            lambda i, done: (i + 1, done.write(i, body(i * c, tf.minimum(i * c + c, n)))),
+            (tf.constant(0), arrays))
+        return arrays.concat()
+
+    def row_of_blocks(start, stop):
+        a = x1[start:stop]
+        return swap(loop(n2, c2, lambda s, e: swap(block(a, x2[s:e])), plan.dtype))
+
+    def swap(t):  # the first two axes swapped
+        return tf.transpose(t, [1, 0] if plan.trace else [1, 0, 2, 3])
+    return loop(n1, c1, row_of_blocks, plan.dtype)
+
+
+def _plan(method, trace, how, counts, sizes):
+    """The method ("auto": products when the whole o x o blocks are asked for and o > 1,
+    one forward pass giving every output pair of a column; else the contraction) and the
+    chunks: all at once when both sides' Jacobians and the kernel fit the budget, else x2's
+    Jacobian held whole and x1 in chunks, else both in chunks."""
+    o, layout = sizes
+    if method == "auto":
+        method = "products" if not trace and o > 1 else "jacobian"
+    itemsize = layout.dtype.size
+    if how.chunk_size is None or isinstance(how.chunk_size, int):
+        return _Plan(method, trace, how.chunk_size, how.chunk_size, layout.dtype)
+    n1, n2 = counts
+    per = IN_FLIGHT_COPIES * o * layout.n * itemsize  # one example in flight
+    budget = _memory.budget_bytes(how)
+    static = isinstance(n1, int) and isinstance(n2, int)
+    result = n1 * n2 * (1 if trace else o * o) * itemsize if static else 0
+    room = budget - result - min(_memory.RUNTIME_BYTES, budget // 4)
+    if static and (n1 + n2) * per <= room:
+        chunks = (None, None)
+    elif isinstance(n2, int) and (n2 + 1) * per <= room:
+        chunks = ((room - n2 * per) // per, None)
+    else:
+        chunk = room // (2 * per)
+        if chunk < 1:
+            chunk = _too_small(how, per, result, budget)
+        chunks = (chunk, chunk)
+    _record((n1, n2), chunks, (result, per, budget))
+    return _Plan(method, trace, *chunks, layout.dtype)
+
+
+def _too_small(how, per, result, budget):
+    """One example a side at a time under the default budget; a ValueError for one the
+    caller set that not even that fits."""
+    if how.memory_budget is None:
+        return 1
+    raise ValueError(message(
+        FUNCTION, f"memory_budget={how.memory_budget!r} ({budget} bytes) is too small even "
+        f"for one example of each side at a time: the kernel takes {result} bytes and one "
+        f"example's Jacobian in flight about {per}",
+        "Raise memory_budget= (or drop it: the default is half of the memory free), or "
+        "compute the kernel of fewer examples at a time."))
+
+
+def _record(counts, chunks, sizes):
+    """The plan, for `memory_plans()` and the DEBUG log, as the Jacobians' plans are."""
+    (n1, n2), (c1, c2), (result, per, budget) = counts, chunks, sizes
+    rows = n1 if isinstance(n1, int) else 0
+    at_once = (c1 or rows) + (c2 or (n2 if isinstance(n2, int) else 0))
+    whole = (rows + (n2 if isinstance(n2, int) else 0)) * per
+    _memory.replay([_memory.MemoryPlan(
+        FUNCTION, rows, c1, -(-rows // c1) if c1 else 1, result, per,
+        result + at_once * per, budget, result + whole)])
+
+
+# -- arguments -----------------------------------------------------------------------------
+
+
+def _how(chunk_size, memory_budget):
+    if chunk_size is not None and chunk_size != _memory.AUTO:
+        checks.count(FUNCTION, "chunk_size", chunk_size, "the examples of each side at once")
+    return How(chunk_size=chunk_size,
+               memory_budget=_memory.check_budget(FUNCTION, "memory_budget", memory_budget))
+
+
+def _inputs(name, x):
+    """x as a tensor with a batch axis."""
+    x = _models.as_tensors(FUNCTION, name, x)
+    if not tf.is_tensor(x) or x.shape.rank == 0:
+        raise ValueError(message(
+            FUNCTION, f"{name} must be one tensor of examples, batch axis first, but got "
+            f"{describe(x)}", f"Pass {name} as a tensor [n, ...] (a scalar input per example: "
+            f"shape [n, 1] or [n])."))
+    return x
+
+
+def _count(x):
+    """The number of examples: an int when static, else None."""
+    return tf.compat.dimension_value(x.shape[0])
+
+
+def _call(f, params, x):
+    outputs = f(params, x)
+    if not tf.is_tensor(outputs):
+        raise TypeError(message(
+            FUNCTION, f"f must return one tensor of outputs [n, ...], but it returned "
+            f"{describe(outputs)}", "Return one tensor (concatenate several outputs along "
+            "their last axis)."))
+    return outputs
+
+
+def _output_shape(f, params, x):
+    """The per-example output shape (static), from f on the first example (only its shape is
+    read: nothing runs it)."""
+    outputs = _call(f, params, x[:1])
+    rank = outputs.shape.rank
+    if not rank or tf.compat.dimension_value(outputs.shape[0]) not in (1, None) \
+            or not outputs.shape[1:].is_fully_defined():
+        raise ValueError(message(
+            FUNCTION, f"f must return outputs [n, ...] with one row per example and a static "
+            f"shape after the batch axis, but on one example it returned shape "
+            f"{outputs.shape}", "Return the network's outputs for the batch it is given, "
+            "batch axis first (a scalar output per example: [n] or [n, 1])."))
+    return outputs.shape[1:]

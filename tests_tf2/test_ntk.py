@@ -1,0 +1,150 @@
+"""The empirical NTK against the analytic Jacobians of a small tanh network (numpy, never
+TensorFlow's derivatives): both methods, summed over the outputs and every output pair, x2
+given and x2 = x1, in eager code, a tf.function, XLA and a v1 Graph with an unknown batch;
+chunks (explicit, and chosen by a memory budget the Jacobians do not fit) equal the kernel at
+once; Keras models; bad input. The TF1 graph's side is tests_tf1/test_ntk_tf1.py."""
+
+import importlib
+
+import numpy as np
+import pytest
+
+import compat_grads as cg
+from compat_grads._src.core.tf import KERAS2_BUILT_IN, keras2, tf
+from compat_grads.testing import modes
+from compat_grads.testing._suite.operators import WEIGHTS, X, mlp, ntk_oracle
+
+TOLERANCE = 1e-10
+X2 = np.random.default_rng(2).normal(size=(4, 2))
+MODES = (modes.EAGER, modes.FUNCTION, modes.V1_GRAPH)
+FLAVOURS = ("tf_keras",) if KERAS2_BUILT_IN else ("tf_keras", "keras3")
+
+
+def _close(got, want, tolerance=TOLERANCE):
+    got = np.asarray(got)
+    assert got.shape == want.shape
+    assert np.max(np.abs(got - want)) <= tolerance * max(1.0, np.max(np.abs(want)))
+
+
+def _in_mode(mode, build, arrays):
+    """`build(*tensors)` as numpy: eager, in a tf.function, or in a v1 Graph whose
+    placeholders have an unknown batch."""
+    if mode == modes.V1_GRAPH:
+        with tf.Graph().as_default():
+            held = [tf.compat.v1.placeholder(a.dtype, (None, *a.shape[1:])) for a in arrays]
+            return modes.session_values(build(*held), dict(zip(held, arrays)))
+    tensors = [tf.constant(a) for a in arrays]
+    return modes.to_numpy(tf.function(build)(*tensors) if mode == modes.FUNCTION
+                          else build(*tensors))
+
+
+def _params():
+    return [tf.constant(w) for w in WEIGHTS]
+
+
+@pytest.mark.parametrize("method", ["jacobian", "products"])
+@pytest.mark.parametrize("mode", MODES)
+def test_the_kernel_is_the_jacobians_product(mode, method):
+    def build(x1, x2):
+        params = _params()
+        return [cg.empirical_ntk(mlp, params, x1, x2, method=method),
+                cg.empirical_ntk(mlp, params, x1, x2, trace_outputs=False, method=method),
+                cg.empirical_ntk(mlp, params, x1, method=method)]
+    summed, pairs, gram = _in_mode(mode, build, [X, X2])
+    _close(summed, ntk_oracle(X, X2))
+    _close(pairs, ntk_oracle(X, X2, trace=False))
+    _close(gram, ntk_oracle(X, X))
+    assert np.array_equal(gram, gram.T) or np.allclose(gram, gram.T, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("chunk_size", [1, 4])
+def test_chunks_are_the_kernel_at_once(mode, chunk_size):
+    """6 x 4 examples in chunks of 1 (24 blocks) and 4 (a smaller last chunk), by both
+    methods: one while_loop of blocks, the same kernel."""
+    def build(x1, x2):
+        params = _params()
+        return [cg.empirical_ntk(mlp, params, x1, x2, chunk_size=chunk_size),
+                cg.empirical_ntk(mlp, params, x1, x2, chunk_size=chunk_size,
+                                 trace_outputs=False),
+                cg.empirical_ntk(mlp, params, x1, chunk_size=chunk_size, method="products")]
+    summed, pairs, gram = _in_mode(mode, build, [X, X2])
+    _close(summed, ntk_oracle(X, X2))
+    _close(pairs, ntk_oracle(X, X2, trace=False))
+    _close(gram, ntk_oracle(X, X))
+
+
+def test_a_budget_the_jacobians_do_not_fit_chunks_the_examples():
+    """One example's Jacobian in flight is counted 2 x 3 x 21 x 8 = 1008 bytes, the kernel
+    6 x 4 x 8 = 192, and a quarter of the budget is kept for the runtime: 10 KiB leaves
+    7488 bytes, which hold x2's Jacobian whole (4 x 1008) and 3 of x1's examples at a time;
+    4 KiB leaves 2880, one example of each side at a time. The plans say so and the kernels
+    are the same."""
+    x1, x2, params = tf.constant(X), tf.constant(X2), _params()
+    want = ntk_oracle(X, X2)
+    with cg.memory_plans() as plans:
+        _close(cg.empirical_ntk(mlp, params, x1, x2), want)
+        _close(cg.empirical_ntk(mlp, params, x1, x2, memory_budget=10 * 2**10), want)
+        _close(cg.empirical_ntk(mlp, params, x1, x2, memory_budget=4 * 2**10), want)
+    at_once, x1_chunked, both = plans
+    assert at_once.function == "empirical_ntk" and at_once.chunk_size is None
+    assert at_once.result_bytes == 192 and at_once.row_bytes == 1008
+    assert (x1_chunked.chunk_size, x1_chunked.pieces) == (3, 2)
+    assert x1_chunked.peak_bytes == 192 + (3 + 4) * 1008 <= 10 * 2**10
+    assert (both.chunk_size, both.pieces) == (1, 6) and both.peak_bytes == 192 + 2 * 1008
+    assert both.all_at_once_bytes == 192 + 10 * 1008 > 4 * 2**10 * 3 // 4
+
+
+def test_under_xla():
+    f = tf.function(lambda x1, x2: cg.empirical_ntk(mlp, _params(), x1, x2), jit_compile=True)
+    _close(f(tf.constant(X), tf.constant(X2)).numpy(), ntk_oracle(X, X2))
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_a_keras_model(flavour):
+    """Keras' Dense layers with the weights WEIGHTS: `lambda params, x: model(x)`, the
+    model's variables as params."""
+    keras = keras2() if flavour == "tf_keras" else importlib.import_module("keras")
+    model = keras.Sequential([keras.Input((2,), dtype="float64"),
+                              keras.layers.Dense(3, activation="tanh", dtype="float64"),
+                              keras.layers.Dense(3, dtype="float64")])
+    model.set_weights(WEIGHTS)
+    kernel = cg.empirical_ntk(lambda params, x: model(x), model.trainable_weights,
+                              tf.constant(X), tf.constant(X2))
+    _close(kernel.numpy(), ntk_oracle(X, X2))
+
+
+def test_float32_and_a_scalar_output():
+    """A network of one output per example, `[n]`: the kernel of float32 parameters is
+    float32 and equal to the float64 one's within float32's rounding."""
+    w = tf.constant(WEIGHTS[0][:, :1], tf.float32)
+    kernel = cg.empirical_ntk(lambda w, x: tf.tanh(x @ w)[:, 0], w, tf.constant(X, tf.float32))
+    h = np.tanh(X @ WEIGHTS[0][:, :1])
+    rows = X * (1 - h ** 2)
+    assert kernel.dtype == tf.float32
+    _close(kernel.numpy(), rows @ rows.T, 1e-5)
+
+
+@pytest.mark.parametrize("call, error, words", [
+    (lambda: cg.empirical_ntk(1.0, _params(), X), TypeError, "f must be callable"),
+    (lambda: cg.empirical_ntk(mlp, [tf.constant([1.0]), tf.constant([1.0], tf.float64)], X),
+     TypeError, "params must share one dtype"),
+    (lambda: cg.empirical_ntk(mlp, _params(), tf.constant(1.0, tf.float64)), ValueError,
+     "x1 must be one tensor of examples"),
+    (lambda: cg.empirical_ntk(mlp, _params(), X, method="dense"), ValueError, "method"),
+    (lambda: cg.empirical_ntk(mlp, _params(), X, chunk_size=0), ValueError, "chunk_size"),
+    (lambda: cg.empirical_ntk(mlp, _params(), X, trace_outputs="yes"), TypeError,
+     "trace_outputs"),
+    (lambda: cg.empirical_ntk(lambda p, x: [mlp(p, x)], _params(), X), TypeError,
+     "f must return one tensor"),
+    (lambda: cg.empirical_ntk(lambda p, x: tf.reduce_sum(mlp(p, x)), _params(), X),
+     ValueError, "one row per example"),
+    (lambda: cg.empirical_ntk(mlp, _params(), X, memory_budget=100), ValueError,
+     "too small even for one example"),
+    (lambda: cg.empirical_ntk(mlp, _params(), X, memory_budget="1GB"), TypeError,
+     "memory_budget must be"),
+])
+def test_bad_input_names_the_argument(call, error, words):
+    with pytest.raises(error, match="empirical_ntk") as raised:
+        call()
+    assert words in str(raised.value)
