@@ -39,6 +39,8 @@ examples:
   compat-grads bench --quick     tiny sizes: checks that it runs
   compat-grads bench --traces    Laplacians and divergences against the recipes
                                  they replace
+  compat-grads bench --curvature Hessian products, eigenvalues, traces and the
+                                 empirical NTK against the hand-written recipes
 
 exit status: 0 when the bench ran (its targets are reported, not enforced)""",
     "scan": """\

@@ -25,7 +25,13 @@ def add_arguments(parser) -> None:
                         help="instead: a private training step (clipped_gradients) against "
                         "the non-private step and the per-example recipes, time and peak "
                         "memory, on four models")
+    parser.add_argument("--curvature", action="store_true",
+                        help="instead: Hessian-vector products against one gradient and "
+                        "nested tapes, Lanczos and Hutchinson on a CNN's Hessian, the top "
+                        "eigenvalue's peak memory, the empirical NTK against "
+                        "GradientTape.jacobian and JAX")
     parser.add_argument("--json", metavar="FILE",
-                        help="with --traces or --private: write the raw numbers there "
-                        "(default: OUT/traces.json or OUT/private.json)")
+                        help="with --traces, --private or --curvature: write the raw numbers "
+                        "there (default: OUT/traces.json, OUT/private.json or "
+                        "OUT/curvature.json)")
     _quiet.add_argument(parser)

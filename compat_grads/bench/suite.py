@@ -386,6 +386,15 @@ def bench(args) -> int:
             json.dump(report, handle, indent=1)
         print(private.markdown(report))
         return 0
+    if args.curvature:
+        from compat_grads.bench import curvature
+
+        report = curvature.run(args.quick, log=lambda text: print(text, file=sys.stderr))
+        os.makedirs(args.out, exist_ok=True)
+        with open(args.json or os.path.join(args.out, "curvature.json"), "w") as handle:
+            json.dump(report, handle, indent=1)
+        print(curvature.markdown(report))
+        return 0
     if args.traces:
         from compat_grads.bench import traces
 

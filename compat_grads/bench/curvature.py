@@ -1,0 +1,335 @@
+"""`compat-grads bench --curvature`: what curvature costs, in gradients.
+
+- Hessian-vector products of a 670k-weight MLP (784-512-512-10, softmax cross-entropy, a
+  batch of 128) and of a small CNN (two convolutions, a batch of 64): `cg.hvp` and
+  `hessian_operator(...).matvec` against one gradient of the same loss and against the
+  hand-written recipes (nested tapes, reverse over reverse; a `ForwardAccumulator` over a
+  tape, forward over reverse), timed side by side in one process;
+- the CNN's top 5 Hessian eigenvalues (Lanczos, 30 products) and its Hutchinson trace (20
+  products), in gradients;
+- the MLP's top eigenvalue's peak memory against one gradient's (TensorFlow's BFC allocator,
+  one op at a time, each in a process of its own);
+- the empirical NTK of the CNN of neural-tangents' TensorFlow docstring (20 and 10 images
+  32 x 32 x 3): `cg.empirical_ntk` against `GradientTape.jacobian` of the batch contracted
+  by hand, and against JAX (`jax.jacrev` per example, `jit`; and neural-tangents'
+  `empirical_ntk_fn` when it is importable), side by side in one process.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+from compat_grads.bench import timing
+
+GOALS = {"hvp / one gradient": 4.0, "hvp / nested tapes": 1.0}
+"""Issue 50's bench goals: an HVP at most 4 gradients, never slower than nested tapes."""
+MODELS = ("mlp670k", "cnn")
+BFC = {"TF_CPU_ALLOCATOR_USE_BFC": "true", "TF_NUM_INTEROP_THREADS": "1"}
+NTK_SHAPES = {"x1": (20, 32, 32, 3), "x2": (10, 32, 32, 3)}
+
+
+def _problem(name, quick=False):
+    """(variables, loss(params), a vector like them) of model `name`, plain TensorFlow."""
+    import tensorflow as tf
+
+    rng = tf.random.Generator.from_seed(0)
+    if name == "mlp670k":
+        widths = (784, 32, 32, 10) if quick else (784, 512, 512, 10)
+        batch = 8 if quick else 128
+        shapes = [s for a, b in zip(widths, widths[1:]) for s in ((a, b), (b,))]
+        x = rng.normal([batch, widths[0]])
+
+        def logits(ws):
+            h = x
+            for i in range(0, len(ws) - 2, 2):
+                h = tf.tanh(h @ ws[i] + ws[i + 1])
+            return h @ ws[-2] + ws[-1]
+    else:
+        filters = (4, 8) if quick else (32, 64)
+        batch = 8 if quick else 64
+        shapes = [(3, 3, 1, filters[0]), (filters[0],), (3, 3, filters[0], filters[1]),
+                  (filters[1],), (12 * 12 * filters[1], 10), (10,)]
+        x = rng.normal([batch, 28, 28, 1])
+
+        def logits(ws):
+            h = tf.nn.relu(tf.nn.conv2d(x, ws[0], 1, "VALID") + ws[1])
+            h = tf.nn.relu(tf.nn.conv2d(h, ws[2], 1, "VALID") + ws[3])
+            h = tf.nn.max_pool2d(h, 2, 2, "VALID")
+            return tf.reshape(h, [batch, -1]) @ ws[4] + ws[5]
+    labels = tf.random.stateless_uniform([batch], [1, 2], 0, 10, tf.int32)
+    params = [tf.Variable(rng.normal(s) * (1.0 / max(1, s[0]) ** 0.5)) for s in shapes]
+    vector = [rng.normal(s) for s in shapes]
+
+    def loss(ws):
+        return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels, logits(ws)))
+    return params, loss, vector
+
+
+def _recipes(name, quick=False) -> dict:
+    """{recipe: a no-argument callable} of model `name`."""
+    import tensorflow as tf
+
+    import compat_grads as cg
+
+    params, loss, vector = _problem(name, quick)
+
+    @tf.function
+    def gradient():
+        with tf.GradientTape() as tape:
+            value = loss(params)
+        return tape.gradient(value, params)
+
+    @tf.function
+    def nested_tapes():
+        with tf.GradientTape() as outer:
+            with tf.GradientTape() as inner:
+                value = loss(params)
+            g = inner.gradient(value, params)
+            gv = tf.add_n([tf.reduce_sum(a * b) for a, b in zip(g, vector)])
+        return outer.gradient(gv, params)
+
+    @tf.function
+    def forward_over_reverse():
+        with tf.autodiff.ForwardAccumulator(params, vector) as acc:
+            with tf.GradientTape() as tape:
+                value = loss(params)
+            g = tape.gradient(value, params)
+        return acc.jvp(g)
+
+    op = cg.hessian_operator(loss, params)
+    flat = tf.concat([tf.reshape(v, [-1]) for v in vector], 0)
+    recipes = {"one gradient": gradient, "nested tapes (reverse over reverse)": nested_tapes,
+               "ForwardAccumulator over a tape": forward_over_reverse,
+               "cg.hvp (eager call)": lambda: cg.hvp(loss, params, vector),
+               "hessian_operator.matvec in tf.function": tf.function(lambda: op.matvec(flat))}
+    if name == "cnn":
+        recipes["top_eigenvalues(op, 5), 30 products"] = tf.function(
+            lambda: cg.top_eigenvalues(op, 5, num_iterations=30))
+        recipes["trace_estimate(op, num_samples=20)"] = tf.function(
+            lambda: cg.trace_estimate(op, num_samples=20))
+    return recipes
+
+
+def times(name, quick=False, repeats=7) -> dict:
+    """{recipe: median ms} of model `name`, every recipe side by side."""
+    import tensorflow as tf
+
+    params, _, _ = _problem(name, quick)
+    size = int(sum(tf.size(p) for p in params))
+    return {"model": name, "weights": size,
+            "ms": timing.interleaved_ms(_recipes(name, quick), repeats)}
+
+
+def peak(name, recipe, quick=False) -> dict:
+    """The most memory TensorFlow's allocator holds at once during a call of `recipe` after
+    the first, over what it held before (BFC: `BFC`, set by `run`)."""
+    import tensorflow as tf
+
+    fn = {**_recipes(name, quick), **_eigen_recipe(name, quick)}[recipe]
+    timing._block(fn())
+    tf.config.experimental.reset_memory_stats("CPU:0")
+    before = tf.config.experimental.get_memory_info("CPU:0")["current"]
+    timing._block(fn())
+    held = tf.config.experimental.get_memory_info("CPU:0")["peak"] - before
+    return {"model": name, "recipe": recipe, "peak_mb": held / 2**20}
+
+
+def _eigen_recipe(name, quick):
+    import tensorflow as tf
+
+    import compat_grads as cg
+
+    params, loss, _ = _problem(name, quick)
+    op = cg.hessian_operator(loss, params)
+    return {"top_eigenvalues(op, 1)": tf.function(lambda: cg.top_eigenvalues(op, 1))}
+
+
+# -- the empirical NTK ----------------------------------------------------------------------
+
+
+def ntk_times(quick=False, repeats=5) -> dict:
+    """{recipe: median ms} of the NTK of neural-tangents' docstring CNN (Conv2D(16, 3,
+    relu) -> Flatten -> Dense(10) on 32 x 32 x 3), x1 of 20 and x2 of 10 images."""
+    import numpy as np
+    import tensorflow as tf
+
+    import compat_grads as cg
+
+    n1, n2 = (4, 2) if quick else (NTK_SHAPES["x1"][0], NTK_SHAPES["x2"][0])
+    rng = np.random.default_rng(0)
+    x1 = rng.normal(size=(n1, 32, 32, 3)).astype(np.float32)
+    x2 = rng.normal(size=(n2, 32, 32, 3)).astype(np.float32)
+    kernel = rng.normal(size=(3, 3, 3, 16)).astype(np.float32) / 9
+    dense = rng.normal(size=(30 * 30 * 16, 10)).astype(np.float32) / 120
+    bias1, bias2 = np.zeros(16, np.float32), np.zeros(10, np.float32)
+    params = [tf.constant(a) for a in (kernel, bias1, dense, bias2)]
+
+    def f(ws, x):
+        h = tf.nn.relu(tf.nn.conv2d(x, ws[0], 1, "VALID") + ws[1])
+        return tf.reshape(h, [tf.shape(x)[0], -1]) @ ws[2] + ws[3]
+
+    t1, t2 = tf.constant(x1), tf.constant(x2)
+
+    @tf.function
+    def tape_jacobian():
+        def jac(x):
+            with tf.GradientTape() as tape:
+                tape.watch(params)
+                out = f(params, x)
+            return [tf.reshape(j, [x.shape[0], 10, -1]) for j in tape.jacobian(out, params)]
+        return tf.add_n([tf.einsum("iap,jap->ij", a, b) for a, b in zip(jac(t1), jac(t2))])
+
+    ours = tf.function(lambda: cg.empirical_ntk(f, params, t1, t2))
+    recipes = {"cg.empirical_ntk in tf.function": ours,
+               "GradientTape.jacobian of the batch + einsum": tape_jacobian}
+    recipes.update(_jax_recipes((kernel, bias1, dense, bias2), x1, x2))
+    values = {name: np.asarray(fn()) for name, fn in recipes.items()}
+    reference = values["cg.empirical_ntk in tf.function"]
+    agree = {name: float(np.max(np.abs(v - reference)) / np.max(np.abs(reference)))
+             for name, v in values.items()}
+    return {"x1": [n1, 32, 32, 3], "x2": [n2, 32, 32, 3],
+            "ms": timing.interleaved_ms(recipes, repeats), "relative_difference": agree,
+            "missing": _jax_missing()}
+
+
+def _jax_missing() -> dict:
+    missing = {}
+    for module in ("jax", "neural_tangents"):
+        if importlib.util.find_spec(module) is None:
+            missing[module] = "not installed"
+    if "neural_tangents" not in missing:
+        try:
+            import neural_tangents  # noqa: F401
+        except Exception as error:  # noqa: BLE001 - the reason is reported
+            missing["neural_tangents"] = f"not importable: {type(error).__name__}: {error}"[:200]
+    return missing
+
+
+def _jax_recipes(weights, x1, x2) -> dict:
+    """JAX's recipes of the same network, when JAX is installed: per-example `jacrev`
+    contracted by einsum (neural-tangents' Jacobian contraction, written out), and
+    neural-tangents' own `empirical_ntk_fn` when it imports."""
+    if importlib.util.find_spec("jax") is None:
+        return {}
+    import jax
+    import jax.numpy as jnp
+
+    params = tuple(jnp.asarray(w) for w in weights)
+    a, b = jnp.asarray(x1), jnp.asarray(x2)
+
+    def f(ws, x):
+        h = jax.lax.conv_general_dilated(x, ws[0], (1, 1), "VALID",
+                                         dimension_numbers=("NHWC", "HWIO", "NHWC"))
+        h = jax.nn.relu(h + ws[1])
+        return h.reshape(x.shape[0], -1) @ ws[2] + ws[3]
+
+    def per_example(ws, x):
+        jac = jax.vmap(jax.jacrev(lambda w, e: f(w, e[None])[0]), (None, 0))(ws, x)
+        return [j.reshape(x.shape[0], 10, -1) for j in jax.tree_util.tree_leaves(jac)]
+
+    @jax.jit
+    def contracted(ws, x, y):
+        return sum(jnp.einsum("iap,jap->ij", p, q)
+                   for p, q in zip(per_example(ws, x), per_example(ws, y)))
+
+    recipes = {"JAX jit(vmap(jacrev)) + einsum": lambda: contracted(params, a, b)}
+    if "neural_tangents" not in _jax_missing():
+        import neural_tangents as nt
+
+        ntk = jax.jit(nt.empirical_ntk_fn(f, trace_axes=(-1,), vmap_axes=0))
+        # neural-tangents averages over the traced outputs where we sum: times 10
+        recipes["neural-tangents empirical_ntk_fn (jit)"] = lambda: ntk(a, b, params) * 10
+    return {name: (lambda fn=fn: jax.block_until_ready(fn())) for name, fn in recipes.items()}
+
+
+# -- the run ----------------------------------------------------------------------------------
+
+
+def run(quick=False, log=print) -> dict:
+    """Each model's times in a process of its own, the MLP's peaks each in one, the NTK's
+    times in one."""
+    report = {"models": [], "peaks": {}, "quick": quick}
+    for name in MODELS:
+        log(f"curvature: {name}")
+        report["models"].append(_process(["times", name, int(quick)]))
+    for recipe in ("one gradient", "top_eigenvalues(op, 1)", "cg.hvp (eager call)"):
+        log(f"curvature: peak of {recipe}")
+        report["peaks"][recipe] = _process(["peak", "mlp670k", recipe, int(quick)],
+                                           BFC)["peak_mb"]
+    log("curvature: empirical NTK")
+    report["ntk"] = _process(["ntk", int(quick)])
+    report["targets"] = targets(report)
+    return report
+
+
+def targets(report) -> list:
+    """Each goal's measured ratio, per model."""
+    found = []
+    for model in report["models"]:
+        ms = model["ms"]
+        for recipe in ("cg.hvp (eager call)", "hessian_operator.matvec in tf.function"):
+            found.append({"target": f"hvp / one gradient ({model['model']}, {recipe})",
+                          "measured": ms[recipe] / ms["one gradient"],
+                          "goal": GOALS["hvp / one gradient"]})
+            found.append({"target": f"hvp / nested tapes ({model['model']}, {recipe})",
+                          "measured": ms[recipe] / ms["nested tapes (reverse over reverse)"],
+                          "goal": GOALS["hvp / nested tapes"]})
+    for target in found:
+        target["met"] = target["measured"] <= target["goal"]
+    return found
+
+
+def _process(args, env=None):
+    done = subprocess.run([sys.executable, "-m", "compat_grads.bench.curvature",
+                           *map(str, args)], capture_output=True, text=True, timeout=3600,
+                          env=dict(os.environ, **(env or {})))
+    if done.returncode != 0:
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        raise RuntimeError(f"curvature bench {args}: {lines[-1] if lines else done.returncode}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def markdown(report) -> str:
+    lines = ["| model | recipe | ms | / one gradient |", "|---|---|---|---|"]
+    for model in report["models"]:
+        floor = model["ms"]["one gradient"]
+        for recipe, ms in model["ms"].items():
+            lines.append(f"| {model['model']} ({model['weights']:,} weights) | {recipe} | "
+                         f"{ms:.2f} | {ms / floor:.2f} |")
+    peaks = report["peaks"]
+    lines += ["", "| MLP peak memory | MiB | / one gradient |", "|---|---|---|"]
+    for recipe, mb in peaks.items():
+        lines.append(f"| {recipe} | {mb:.1f} | {mb / max(peaks['one gradient'], 1e-3):.2f} |")
+    ntk = report["ntk"]
+    fastest = min(ntk["ms"].values())
+    lines += ["", f"| NTK, x1 {ntk['x1']}, x2 {ntk['x2']} | ms | / fastest | "
+              "max relative difference |", "|---|---|---|---|"]
+    for recipe, ms in ntk["ms"].items():
+        lines.append(f"| {recipe} | {ms:.1f} | {ms / fastest:.2f} | "
+                     f"{ntk['relative_difference'][recipe]:.1e} |")
+    for module, why in ntk["missing"].items():
+        lines.append(f"| {module} | {why} | | |")
+    lines += ["", "| target | measured | goal | met |", "|---|---|---|---|"]
+    for target in report["targets"]:
+        lines.append(f"| {target['target']} | {target['measured']:.2f} | {target['goal']} | "
+                     f"{'yes' if target['met'] else 'no'} |")
+    return "\n".join(lines)
+
+
+def main(argv) -> int:
+    if argv[0] == "times":
+        print(json.dumps(times(argv[1], bool(int(argv[2])))))
+    elif argv[0] == "peak":
+        print(json.dumps(peak(argv[1], argv[2], bool(int(argv[3])))))
+    else:
+        print(json.dumps(ntk_times(bool(int(argv[1])))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

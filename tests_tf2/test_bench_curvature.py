@@ -1,0 +1,75 @@
+"""`compat-grads bench --curvature` at tiny sizes: every recipe is timed and agrees where it
+computes the same thing (the NTK's recipes against ours), the targets are each goal's ratio,
+the peak is read in a process of its own, and the tables print. Timings are never asserted:
+the numbers are in docs/curvature.rst, measured with the bench."""
+
+import importlib.util
+import math
+
+import numpy as np
+import pytest
+
+from compat_grads.bench import curvature
+
+pytestmark = pytest.mark.tooling  # CI runs these on the newest release only
+
+
+@pytest.fixture(scope="module")
+def report():
+    found = {"models": [curvature.times(name, quick=True, repeats=1)
+                        for name in curvature.MODELS],
+             "peaks": {recipe: curvature._process(["peak", "mlp670k", recipe, 1],
+                                                  curvature.BFC)["peak_mb"]
+                       for recipe in ("one gradient", "top_eigenvalues(op, 1)")},
+             "ntk": curvature.ntk_times(quick=True, repeats=1)}
+    found["targets"] = curvature.targets(found)
+    return found
+
+
+def test_every_recipe_is_timed(report):
+    mlp, cnn = report["models"]
+    assert mlp["weights"] == 784 * 32 + 32 + 32 * 32 + 32 + 32 * 10 + 10
+    shared = {"one gradient", "nested tapes (reverse over reverse)",
+              "ForwardAccumulator over a tape", "cg.hvp (eager call)",
+              "hessian_operator.matvec in tf.function"}
+    assert set(mlp["ms"]) == shared
+    assert set(cnn["ms"]) == shared | {"top_eigenvalues(op, 5), 30 products",
+                                       "trace_estimate(op, num_samples=20)"}
+    assert all(ms > 0 and math.isfinite(ms) for m in (mlp, cnn) for ms in m["ms"].values())
+    assert all(mb > 0 for mb in report["peaks"].values())
+
+
+def test_the_hvp_recipes_compute_the_same_product():
+    """What the bench times agrees: our two HVPs, nested tapes and the accumulator."""
+    products = {name: np.concatenate([np.reshape(p, [-1]) for p in fn()])
+                for name, fn in curvature._recipes("cnn", quick=True).items()
+                if name not in ("one gradient",) and "(op" not in name}
+    reference = products.pop("nested tapes (reverse over reverse)")
+    for name, product in products.items():
+        np.testing.assert_allclose(product, reference, rtol=1e-4,
+                                   atol=1e-5 * np.abs(reference).max(), err_msg=name)
+
+
+def test_the_ntk_recipes_agree_with_ours(report):
+    ntk = report["ntk"]
+    assert ntk["x1"] == [4, 32, 32, 3] and ntk["x2"] == [2, 32, 32, 3]
+    expected = {"cg.empirical_ntk in tf.function",
+                "GradientTape.jacobian of the batch + einsum"}
+    if importlib.util.find_spec("jax") is not None:
+        expected.add("JAX jit(vmap(jacrev)) + einsum")
+    if "neural_tangents" not in ntk["missing"]:
+        expected.add("neural-tangents empirical_ntk_fn (jit)")
+    assert set(ntk["ms"]) == expected == set(ntk["relative_difference"])
+    assert max(ntk["relative_difference"].values()) < 1e-4
+
+
+def test_the_targets_and_the_tables(report):
+    targets = {t["target"]: t for t in report["targets"]}
+    assert len(targets) == 8
+    cnn = report["models"][1]["ms"]
+    matvec = targets["hvp / nested tapes (cnn, hessian_operator.matvec in tf.function)"]
+    assert matvec["measured"] == pytest.approx(
+        cnn["hessian_operator.matvec in tf.function"] / cnn["nested tapes (reverse over reverse)"])
+    assert matvec["met"] == (matvec["measured"] <= 1.0)
+    table = curvature.markdown(report)
+    assert "| top_eigenvalues(op, 1) |" in table and "| target | measured | goal | met |" in table
