@@ -10,6 +10,8 @@ import tensorflow as tf
 
 from compat_grads import migrate
 
+pytestmark = pytest.mark.tooling  # CI runs these on the newest release only
+
 CORPUS = pathlib.Path(__file__).resolve().parent.parent / "tests_tf2" / "scan_corpus"
 PROGRAMS = sorted(p for p in CORPUS.glob("*.py") if "\n# exec: " in p.read_text("utf-8"))
 # The calls a program's rewrite must hold: the shortest the source proves the same, so

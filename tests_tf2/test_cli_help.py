@@ -9,6 +9,8 @@ import pytest
 import compat_grads
 from compat_grads import cli
 
+pytestmark = pytest.mark.tooling  # CI runs these on the newest release only
+
 
 def _exit_and_output(capsys, argv):
     with pytest.raises(SystemExit) as stopped:

@@ -11,6 +11,8 @@ import pytest
 
 from compat_grads import migrate
 
+pytestmark = pytest.mark.tooling  # CI runs these on the newest release only
+
 _PROGRAM = '''\
 """A legacy TF1 program: the Hessian of a small function, printed."""
 from __future__ import annotations

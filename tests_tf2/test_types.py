@@ -5,9 +5,12 @@ wrong option is an error, and the typed example passes `mypy --strict`."""
 import inspect
 import pathlib
 
+import pytest
 from mypy import api
 
 import compat_grads as cg
+
+pytestmark = pytest.mark.tooling  # CI runs these on the newest release only
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 FUNCTIONS = [n for n in cg.__all__ if inspect.isfunction(getattr(cg, n))]
