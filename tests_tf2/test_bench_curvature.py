@@ -4,7 +4,9 @@ the peak is read in a process of its own, and the tables print. Timings are neve
 the numbers are in docs/curvature.rst, measured with the bench."""
 
 import importlib.util
+import json
 import math
+import pathlib
 
 import numpy as np
 import pytest
@@ -73,3 +75,11 @@ def test_the_targets_and_the_tables(report):
     assert matvec["met"] == (matvec["measured"] <= 1.0)
     table = curvature.markdown(report)
     assert "| top_eigenvalues(op, 1) |" in table and "| target | measured | goal | met |" in table
+
+
+def test_the_curvature_page_shows_the_committed_bench_run():
+    bench = pathlib.Path(__file__).resolve().parents[1] / "docs" / "_static" / "bench"
+    report = json.loads((bench / "curvature.json").read_text())
+    assert (bench / "curvature.rst").read_text() == curvature.rst(report)
+    assert [m["model"] for m in report["models"]] == list(curvature.MODELS)
+    assert not report["quick"] and report["ntk"]["x1"] == list(curvature.NTK_SHAPES["x1"])

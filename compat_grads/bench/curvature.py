@@ -294,31 +294,47 @@ def _process(args, env=None):
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def markdown(report) -> str:
-    lines = ["| model | recipe | ms | / one gradient |", "|---|---|---|---|"]
+def tables(report) -> list:
+    """The report as tables: (header, rows) each, the cells as text."""
+    speed = []
     for model in report["models"]:
         floor = model["ms"]["one gradient"]
-        for recipe, ms in model["ms"].items():
-            lines.append(f"| {model['model']} ({model['weights']:,} weights) | {recipe} | "
-                         f"{ms:.2f} | {ms / floor:.2f} |")
+        speed += [(f"{model['model']} ({model['weights']:,} weights)", recipe, f"{ms:.2f}",
+                   f"{ms / floor:.2f}") for recipe, ms in model["ms"].items()]
     peaks = report["peaks"]
-    lines += ["", "| MLP peak memory | MiB | / one gradient |", "|---|---|---|"]
-    for recipe, mb in peaks.items():
-        lines.append(f"| {recipe} | {mb:.1f} | {mb / max(peaks['one gradient'], 1e-3):.2f} |")
+    memory = [(recipe, f"{mb:.1f}", f"{mb / max(peaks['one gradient'], 1e-3):.2f}")
+              for recipe, mb in peaks.items()]
     ntk = report["ntk"]
     fastest = min(ntk["ms"].values())
-    lines += ["", f"| NTK, x1 {ntk['x1']}, x2 {ntk['x2']} | ms | / fastest | "
-              "max relative difference |", "|---|---|---|---|"]
-    for recipe, ms in ntk["ms"].items():
-        lines.append(f"| {recipe} | {ms:.1f} | {ms / fastest:.2f} | "
-                     f"{ntk['relative_difference'][recipe]:.1e} |")
-    for module, why in ntk["missing"].items():
-        lines.append(f"| {module} | {why} | | |")
-    lines += ["", "| target | measured | goal | met |", "|---|---|---|---|"]
-    for target in report["targets"]:
-        lines.append(f"| {target['target']} | {target['measured']:.2f} | {target['goal']} | "
-                     f"{'yes' if target['met'] else 'no'} |")
-    return "\n".join(lines)
+    kernel = [(recipe, f"{ms:.1f}", f"{ms / fastest:.2f}",
+               f"{ntk['relative_difference'][recipe]:.1e}") for recipe, ms in ntk["ms"].items()]
+    kernel += [(module, why, "", "") for module, why in ntk["missing"].items()]
+    goals = [(t["target"], f"{t['measured']:.2f}", f"{t['goal']}", "yes" if t["met"] else "no")
+             for t in report["targets"]]
+    return [(("model", "recipe", "ms", "/ one gradient"), speed),
+            (("the MLP's peak memory", "MiB", "/ one gradient"), memory),
+            ((f"NTK, x1 {ntk['x1']}, x2 {ntk['x2']}", "ms", "/ fastest",
+              "max relative difference"), kernel),
+            (("target", "measured", "goal", "met"), goals)]
+
+
+def markdown(report) -> str:
+    parts = []
+    for header, rows in tables(report):
+        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        parts.append("\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows]))
+    return "\n\n".join(parts)
+
+
+def rst(report) -> str:
+    """The report as the reStructuredText tables the Curvature page includes."""
+    parts = []
+    for header, rows in tables(report):
+        lines = [".. list-table::", "   :header-rows: 1", ""]
+        for row in [header, *rows]:
+            lines += [f"   * - {row[0]}", *(f"     - {cell}" for cell in row[1:])]
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts) + "\n"
 
 
 def main(argv) -> int:
