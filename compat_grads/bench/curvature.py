@@ -126,17 +126,10 @@ def times(name, quick=False, repeats=7) -> dict:
 
 
 def peak(name, recipe, quick=False) -> dict:
-    """The most memory TensorFlow's allocator holds at once during a call of `recipe` after
-    the first, over what it held before (BFC: `BFC`, set by `run`)."""
-    import tensorflow as tf
-
+    """The peak of a call of `recipe` after the first, over what was held before
+    (`timing.allocator_peak_mb`; the BFC allocator is set by `run`: `BFC`)."""
     fn = {**_recipes(name, quick), **_eigen_recipe(name, quick)}[recipe]
-    timing._block(fn())
-    tf.config.experimental.reset_memory_stats("CPU:0")
-    before = tf.config.experimental.get_memory_info("CPU:0")["current"]
-    timing._block(fn())
-    held = tf.config.experimental.get_memory_info("CPU:0")["peak"] - before
-    return {"model": name, "recipe": recipe, "peak_mb": held / 2**20}
+    return {"model": name, "recipe": recipe, "peak_mb": timing.allocator_peak_mb(fn)}
 
 
 def _eigen_recipe(name, quick):

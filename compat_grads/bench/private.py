@@ -126,20 +126,11 @@ def times(name, chosen, quick=False, repeats=7) -> dict:
 
 
 def peak(name, recipe, quick=False) -> dict:
-    """The most memory TensorFlow's allocator holds at once during a step of `recipe` after
-    the first (tracing excluded, as a training loop runs it), over what it held before:
-    the CPU allocator is BFC (`TF_CPU_ALLOCATOR_USE_BFC`, set by `run`), whose statistics
-    count every tensor, as a GPU's do."""
-    import tensorflow as tf
-
+    """The peak of a step of `recipe` after the first, over what was held before
+    (`timing.allocator_peak_mb`; the BFC allocator is set by `run`)."""
     model, x, y = _model(name, quick)
     step = _recipes(model, x, y)[recipe]
-    timing._block(step())
-    tf.config.experimental.reset_memory_stats("CPU:0")
-    before = tf.config.experimental.get_memory_info("CPU:0")["current"]
-    timing._block(step())
-    held = tf.config.experimental.get_memory_info("CPU:0")["peak"] - before
-    return {"model": name, "recipe": recipe, "peak_mb": held / 2**20}
+    return {"model": name, "recipe": recipe, "peak_mb": timing.allocator_peak_mb(step)}
 
 
 def run(quick=False, log=print) -> dict:

@@ -4,6 +4,7 @@ and ratios, checks the issue's targets, writes JSON and (with matplotlib) a PNG 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 import os
 import sys
@@ -376,25 +377,22 @@ def _plot(rows, path):
     return path
 
 
+def _one_report(args, module, name) -> int:
+    """A bench of one report (`--private`, `--curvature`): run, its JSON written, its
+    tables printed."""
+    report = module.run(args.quick, log=lambda text: print(text, file=sys.stderr))
+    os.makedirs(args.out, exist_ok=True)
+    with open(args.json or os.path.join(args.out, name), "w") as handle:
+        json.dump(report, handle, indent=1)
+    print(module.markdown(report))
+    return 0
+
+
 def bench(args) -> int:
-    if args.private:
-        from compat_grads.bench import private
-
-        report = private.run(args.quick, log=lambda text: print(text, file=sys.stderr))
-        os.makedirs(args.out, exist_ok=True)
-        with open(args.json or os.path.join(args.out, "private.json"), "w") as handle:
-            json.dump(report, handle, indent=1)
-        print(private.markdown(report))
-        return 0
-    if args.curvature:
-        from compat_grads.bench import curvature
-
-        report = curvature.run(args.quick, log=lambda text: print(text, file=sys.stderr))
-        os.makedirs(args.out, exist_ok=True)
-        with open(args.json or os.path.join(args.out, "curvature.json"), "w") as handle:
-            json.dump(report, handle, indent=1)
-        print(curvature.markdown(report))
-        return 0
+    for flag in ("private", "curvature"):
+        if getattr(args, flag):
+            return _one_report(args, importlib.import_module(f"compat_grads.bench.{flag}"),
+                               f"{flag}.json")
     if args.traces:
         from compat_grads.bench import traces
 

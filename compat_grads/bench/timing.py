@@ -71,6 +71,20 @@ def _block(value):
             memoryview(leaf)
 
 
+def allocator_peak_mb(fn) -> float:
+    """The most memory TensorFlow's allocator holds at once during a call of `fn` after the
+    first (tracing excluded, as a training loop runs it), over what it held before, in MiB:
+    the CPU allocator must be BFC (`TF_CPU_ALLOCATOR_USE_BFC=true` before TensorFlow
+    loads), whose statistics count every tensor, as a GPU's do."""
+    import tensorflow as tf
+
+    _block(fn())
+    tf.config.experimental.reset_memory_stats("CPU:0")
+    before = tf.config.experimental.get_memory_info("CPU:0")["current"]
+    _block(fn())
+    return (tf.config.experimental.get_memory_info("CPU:0")["peak"] - before) / 2**20
+
+
 def rss_mb(field: str = "VmRSS:") -> float:
     """A field of /proc/self/status in MiB (VmRSS: now, VmHWM: the peak since reset)."""
     with open("/proc/self/status") as status:
