@@ -189,3 +189,20 @@ def test_bad_input_is_raised_when_the_graph_is_built():
             cg.hessian_operator(_loss, [w, w], data={"x": X})
         with pytest.raises(ValueError, match=r"fisher_operator: kind must be one of"):
             cg.fisher_operator(_sparse(), _model(), X, LABELS, kind="model")
+
+
+def test_a_device_list_splits_the_fed_batch():
+    """distribute= on three devices, the batch unknown until it is fed (6 examples: shares
+    of 2): the GGN and the Fisher equal one device's, in one Session.run."""
+    with tf.Graph().as_default():
+        model, devices = _model(), ["/cpu:0", "/cpu:0", "/cpu:0"]
+        x, y = _held(X, True), _held(LABELS, True)
+        fetches = [op.to_dense() for op in (
+            cg.ggn_operator(_sparse(), model, x, y),
+            cg.ggn_operator(_sparse(), model, x, y, distribute=devices),
+            cg.fisher_operator(_sparse(), model, x, y),
+            cg.fisher_operator(_sparse(), model, x, y, distribute=devices))]
+        ggn, ggn_split, fisher, fisher_split = _run(fetches, {x: X, y: LABELS})
+    _close(ggn_split, ggn)
+    _close(fisher_split, fisher)
+    assert np.abs(ggn).max() > 0 and np.abs(fisher).max() > 0

@@ -19,8 +19,8 @@ from compat_grads._src.curvature import trace as _trace
 
 
 @_docs.public
-def hessian_operator(f, params: Nest, *, data: tuple | tf.data.Dataset | None = None
-                     ) -> tf.linalg.LinearOperator:
+def hessian_operator(f, params: Nest, *, data: tuple | tf.data.Dataset | None = None,
+                     distribute=None) -> tf.linalg.LinearOperator:
     """The Hessian of a scalar function of the parameters as a `tf.linalg.LinearOperator`:
     Hessian-vector products, never the matrix.
 
@@ -51,16 +51,26 @@ def hessian_operator(f, params: Nest, *, data: tuple | tf.data.Dataset | None = 
         in each product: in a TF1 Session, a `tf.function` and eager code alike). For the
         Hessian of a mean over all examples, make f return each batch's sum divided by
         the total count.
+      distribute: None (the default), a `tf.distribute.Strategy` (a MirroredStrategy, or
+        a MultiWorkerMirroredStrategy across workers) whose replicas each take an even
+        share of the batch's examples, their products added up across them; or a list of
+        device names (the TF1 way: each share placed with `tf.device`). One batch only
+        (not a Dataset). f runs on each share, so it must be a sum over the examples
+        (a term of the parameters alone, such as a regularizer, would be counted once
+        per share).
 
     Returns:
       A `tf.linalg.LinearOperator` of shape `[n, n]` in the parameters' dtype.
 
     Raises:
       TypeError: for an f that is not callable, params of two dtypes (or not floating
-        point), and a `data` that is neither a tuple nor a Dataset.
-      ValueError: for a parameter whose shape is not static, and, when a product is
-        built (f runs then), an f that does not return a scalar.
-      compat_grads.ModeError: as `hvp` (a Keras 3 model in a TF1 graph).
+        point), a `data` that is neither a tuple nor a Dataset, and a `distribute` that is
+        neither a supported strategy nor a list of device names.
+      ValueError: for a parameter whose shape is not static, `distribute` without one
+        batch of data, and, when a product is built (f runs then), an f that does not
+        return a scalar.
+      compat_grads.ModeError: as `hvp` (a Keras 3 model in a TF1 graph), and for a
+        strategy in a TF1 graph (pass device names there).
 
     Example:
       >>> import tensorflow as tf
@@ -79,11 +89,11 @@ def hessian_operator(f, params: Nest, *, data: tuple | tf.data.Dataset | None = 
       through one `Session.run` per product. After: `op = cg.hessian_operator(f, w)`, then
       `cg.top_eigenvalues(op, k)` or `cg.solve(op, v)`: one graph, one `Session.run`.
     """
-    return _operators.hessian_operator(f, params, data)
+    return _operators.hessian_operator(f, params, data, distribute)
 
 
 @_docs.public
-def ggn_operator(loss_fn, model, x, y=None, *, weights: Nest = None
+def ggn_operator(loss_fn, model, x, y=None, *, weights: Nest = None, distribute=None
                  ) -> tf.linalg.LinearOperator:
     """The generalized Gauss-Newton matrix of a model's loss as a
     `tf.linalg.LinearOperator`: `G = Σ_s J_sᵀ H_s J_s`, never the matrix.
@@ -116,6 +126,11 @@ def ggn_operator(loss_fn, model, x, y=None, *, weights: Nest = None
       y: the batch of labels, passed to `loss_fn`; None when x is a Dataset.
       weights: the variables (a list, tuple or dict nest, one dtype, static shapes);
         default `model.trainable_weights`.
+      distribute: None (the default), a `tf.distribute.Strategy` (a MirroredStrategy, or
+        a MultiWorkerMirroredStrategy across workers) whose replicas each take an even
+        share of the batch's examples, their products added up across them; or a list of
+        device names (the TF1 way: each share placed with `tf.device`). One batch only
+        (not a Dataset): each product is then the same sum, computed in shares.
 
     Returns:
       A `tf.linalg.LinearOperator` of shape `[n, n]` in the weights' dtype.
@@ -145,12 +160,12 @@ def ggn_operator(loss_fn, model, x, y=None, *, weights: Nest = None
       grad_ys=HJv)`; or the Jacobian materialized. After: `cg.ggn_operator(loss_fn,
       model, x, y)`, with `cg.solve(op, g, damping=...)` for a Levenberg-Marquardt step.
     """
-    return _operators.ggn_operator(loss_fn, model, x, y, weights)
+    return _operators.ggn_operator(loss_fn, model, x, y, weights, distribute)
 
 
 @_docs.public
 def fisher_operator(loss_fn, model, x, y=None, *, weights: Nest = None,
-                    kind: FisherKind = "empirical", seed: Seed = 0
+                    kind: FisherKind = "empirical", seed: Seed = 0, distribute=None
                     ) -> tf.linalg.LinearOperator:
     """The Fisher of a model's loss as a `tf.linalg.LinearOperator`: `F = Σ_s g_s g_sᵀ`,
     never the matrix, nor the per-example gradients g_s.
@@ -187,6 +202,12 @@ def fisher_operator(loss_fn, model, x, y=None, *, weights: Nest = None,
         model's predictive distribution).
       seed: with kind="true", an int (or an integer scalar tensor) for the stateless
         draws: one seed, one operator, in every mode (TF1 graph included).
+      distribute: None (the default), a `tf.distribute.Strategy` (a MirroredStrategy, or
+        a MultiWorkerMirroredStrategy across workers) whose replicas each take an even
+        share of the batch's examples, their products added up across them; or a list of
+        device names (the TF1 way: each share placed with `tf.device`). One batch only
+        (not a Dataset): each product is then the same sum, computed in shares.
+        Not with kind="true" (each replica would draw its own share's labels).
 
     Returns:
       A `tf.linalg.LinearOperator` of shape `[n, n]` in the weights' dtype.
@@ -214,7 +235,7 @@ def fisher_operator(loss_fn, model, x, y=None, *, weights: Nest = None,
       example, stacked and multiplied out. After: `cg.fisher_operator(loss_fn, model, x,
       y)` (K-FAC-free natural-gradient steps by `cg.solve(op, g, damping=...)`).
     """
-    return _operators.fisher_operator(loss_fn, model, x, y, weights, kind, seed)
+    return _operators.fisher_operator(loss_fn, model, x, y, weights, kind, seed, distribute)
 
 
 @_docs.public

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
+from compat_grads._src.core import replicas as _replicas
 from compat_grads._src.core.errors import message
 from compat_grads._src.core.mode import as_graph
 from compat_grads._src.core.tf import tf
@@ -72,12 +73,15 @@ class Products:
     product of one batch with a vector laid out by `layout`, and `data`: None (no batch),
     one batch (a tuple) or a `tf.data.Dataset` of them (the products are summed; `salt` is
     the batch's index, 0, 1, ..., for the random labels of a true Fisher). `function` is
-    the public function that built it: the operator's name and its errors'."""
+    the public function that built it: the operator's name and its errors'. `distribute`:
+    None, or a strategy or device list (`compat_grads._src.core.replicas`) over whose
+    replicas one batch's examples are split, their products added up."""
 
     function: str
     layout: Layout
     product: Callable
     data: object
+    distribute: object = None
 
 
 class CurvatureOperator(tf.linalg.LinearOperator):
@@ -113,9 +117,23 @@ class CurvatureOperator(tf.linalg.LinearOperator):
             lambda v: self._one(batch, salt, v), columns), columns)))
 
     def _one(self, batch, salt, vector):
-        """The product of one batch with one `[n]` vector."""
-        layout = self._products.layout
-        return layout.join(self._products.product(batch, salt, layout.split(vector)))
+        """The product of one batch with one `[n]` vector (summed over the replicas'
+        shares of its examples with `distribute`)."""
+        products = self._products
+        layout = products.layout
+
+        def share(part):
+            return layout.join(products.product(part, salt, layout.split(vector)))
+        if products.distribute is None:
+            return share(batch)
+
+        def piece(r, count):
+            leaves = tf.nest.flatten(batch)
+            start, end = _replicas.bounds(r, count, tf.shape(leaves[0])[0])
+            return [share(tf.nest.pack_sequence_as(batch, [t[start:end] for t in leaves]))]
+        split = _replicas.Split(piece, lambda: [None], lambda blocks: blocks[0],
+                                lambda blocks: blocks[0])
+        return _replicas.run(products.function, products.distribute, True, split)
 
     def _summed(self, of_batch, like):
         return summed(self._products.data, of_batch, like)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from compat_grads._src.backends import select as _select
 from compat_grads._src.core import models as _models
+from compat_grads._src.core import replicas as _replicas
 from compat_grads._src.core import structure as st
 from compat_grads._src.core.errors import describe, message
 from compat_grads._src.core.tf import tf
@@ -37,39 +38,50 @@ FISHER_KINDS = ("empirical", "true")
 # -- the public functions' bodies --------------------------------------------------------
 
 
-def hessian_operator(f, params, data):
+def hessian_operator(f, params, data, distribute=None):
     function = "hessian_operator"
     _check_callable(function, "f", f, "f(params) or f(params, *batch)")
     data = _hessian_data(function, data)
+    _check_distribute(function, distribute, data)
     flat = st.flatten_sources(function, params, convert=True, argument="params")
     params = tf.nest.pack_sequence_as(params, flat)
     layout = _flat.layout(function, "params", flat, st.leaf_paths(params, "params"))
 
     def product(batch, salt, vector):
         return hessian_vector(function, _bound(f, batch), params, vector)
-    return _flat.CurvatureOperator(_flat.Products(function, layout, product, data))
+    return _flat.CurvatureOperator(_flat.Products(function, layout, product, data,
+                                                  distribute))
 
 
-def ggn_operator(loss_fn, model, x, y, weights):
+def ggn_operator(loss_fn, model, x, y, weights, distribute=None):
     function = "ggn_operator"
     weights, layout, data = _model_arguments(function, loss_fn, model, (x, y), weights)
+    _check_distribute(function, distribute, data)
     loss = (loss_fn, _losses.recognized(loss_fn))
 
     def product(batch, salt, vector):
         return _gauss_newton(function, loss, model, weights, batch, vector)
-    return _flat.CurvatureOperator(_flat.Products(function, layout, product, data))
+    return _flat.CurvatureOperator(_flat.Products(function, layout, product, data,
+                                                  distribute))
 
 
-def fisher_operator(loss_fn, model, x, y, weights, kind, seed):
+def fisher_operator(loss_fn, model, x, y, weights, kind, seed, distribute=None):
     function = "fisher_operator"
     kind = checks.choice(function, "kind", kind, FISHER_KINDS)
     seed = checks.seed(function, seed)
     weights, layout, data = _model_arguments(function, loss_fn, model, (x, y), weights)
+    _check_distribute(function, distribute, data)
+    if distribute is not None and kind == "true":
+        raise ValueError(message(
+            function, "kind='true' cannot be split with distribute=: each replica would "
+            "draw its share's labels, not the draw of the whole batch that one seed names",
+            "Drop distribute= for the true Fisher, or use kind='empirical'."))
     labels = None if kind == "empirical" else _sampler(function, loss_fn, seed)
 
     def product(batch, salt, vector):
         return _fisher(function, (loss_fn, labels), model, weights, (batch, salt), vector)
-    return _flat.CurvatureOperator(_flat.Products(function, layout, product, data))
+    return _flat.CurvatureOperator(_flat.Products(function, layout, product, data,
+                                                  distribute))
 
 
 # -- the products --------------------------------------------------------------------------
@@ -204,6 +216,19 @@ def _hessian_data(function, data):
             "Pass data=(x, y) for one batch, or data=tf.data.Dataset.from_tensor_slices("
             "(x, y)).batch(b) for the sum over its batches."))
     return tuple(_models.as_tensors(function, "data", part) for part in data)
+
+
+def _check_distribute(function, distribute, data):
+    """`distribute` checked (`compat_grads._src.core.replicas`): it splits one batch's
+    examples, so the data must be one batch (a tuple), not None nor a Dataset."""
+    if distribute is None:
+        return
+    _replicas.check(function, distribute)
+    if not isinstance(data, tuple):
+        raise ValueError(message(
+            function, f"distribute= splits the examples of one batch over the replicas, "
+            f"but the data is {describe(data)}", "Pass one batch (data=(x, y), or x and y "
+            "as tensors); a tf.data.Dataset's batches are summed on one device."))
 
 
 def _bound(f, batch):
