@@ -415,8 +415,8 @@ class _Traced:
         # The plans of the trace this call runs, at every call (`compat_grads.memory_plans`),
         # once the trace is known to serve it.
         _memory.replay(self._plans.get(id(concrete), ()))
-        if not flat:
-            return self.function(*args)
+        if not flat:  # variables among the inputs: the trace found above binds them
+            return concrete(*args)
         if _runs_flat(type(concrete)):  # the inputs match the trace: its key is their shapes
             return concrete._call_flat(list(args), concrete.captured_inputs)
         return concrete(*args)
