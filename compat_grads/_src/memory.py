@@ -192,10 +192,12 @@ class _Sizes:
     def peak(self, how, at_once, budget=None) -> int:
         """The estimated peak: the result's copies, the rows in flight and, for a budget,
         what the runtime keeps of it (`RUNTIME_BYTES`)."""
-        return self.results(how, at_once) + at_once * self.per_row + _runtime(budget)
+        return self.results(how, at_once) + at_once * self.per_row + runtime_bytes(budget)
 
 
-def _runtime(budget):
+def runtime_bytes(budget):
+    """What the runtime keeps of a budget (`RUNTIME_BYTES`, at most a quarter of it); 0
+    without one."""
     return 0 if budget is None else min(RUNTIME_BYTES, budget // 4)
 
 
@@ -206,7 +208,7 @@ def _choose(function, how, sizes, budget):
         return None
     if not sizes.per_row:
         return None
-    chunk = (budget - _runtime(budget) - sizes.results(how, 1)) // sizes.per_row
+    chunk = (budget - runtime_bytes(budget) - sizes.results(how, 1)) // sizes.per_row
     if chunk < 1:
         return _too_small(function, how, sizes.results(how, 1), sizes.per_row, budget)
     if how.vectorize and sizes.rows > 1:  # in chunks, written in place: at least two
@@ -229,7 +231,7 @@ def _too_small(function, how, result, per_row, budget):
     set."""
     if how.memory_budget is None:
         return 1
-    runtime = _runtime(budget)
+    runtime = runtime_bytes(budget)
     raise ValueError(message(
         function, f"memory_budget={how.memory_budget!r} ({_gib(budget)}) is too small even "
         f"for one row (or column) at a time: the result takes {_bytes(result)}, one row in "

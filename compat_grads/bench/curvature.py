@@ -70,8 +70,9 @@ def _problem(name, quick=False):
     return params, loss, vector
 
 
-def _recipes(name, quick=False) -> dict:
-    """{recipe: a no-argument callable} of model `name`."""
+def _recipes(name, quick=False, eigen=False) -> dict:
+    """{recipe: a no-argument callable} of model `name` (with `eigen`, the top eigenvalue
+    too: `peak` reads it)."""
     import tensorflow as tf
 
     import compat_grads as cg
@@ -107,6 +108,8 @@ def _recipes(name, quick=False) -> dict:
                "ForwardAccumulator over a tape": forward_over_reverse,
                "cg.hvp (eager call)": lambda: cg.hvp(loss, params, vector),
                "hessian_operator.matvec in tf.function": tf.function(lambda: op.matvec(flat))}
+    if eigen:
+        recipes["top_eigenvalues(op, 1)"] = tf.function(lambda: cg.top_eigenvalues(op, 1))
     if name == "cnn":
         recipes["top_eigenvalues(op, 5), 30 products"] = tf.function(
             lambda: cg.top_eigenvalues(op, 5, num_iterations=30))
@@ -128,18 +131,8 @@ def times(name, quick=False, repeats=7) -> dict:
 def peak(name, recipe, quick=False) -> dict:
     """The peak of a call of `recipe` after the first, over what was held before
     (`timing.allocator_peak_mb`; the BFC allocator is set by `run`: `BFC`)."""
-    fn = {**_recipes(name, quick), **_eigen_recipe(name, quick)}[recipe]
+    fn = _recipes(name, quick, eigen=True)[recipe]
     return {"model": name, "recipe": recipe, "peak_mb": timing.allocator_peak_mb(fn)}
-
-
-def _eigen_recipe(name, quick):
-    import tensorflow as tf
-
-    import compat_grads as cg
-
-    params, loss, _ = _problem(name, quick)
-    op = cg.hessian_operator(loss, params)
-    return {"top_eigenvalues(op, 1)": tf.function(lambda: cg.top_eigenvalues(op, 1))}
 
 
 # -- the empirical NTK ----------------------------------------------------------------------
@@ -180,14 +173,15 @@ def ntk_times(quick=False, repeats=5) -> dict:
     ours = tf.function(lambda: cg.empirical_ntk(f, params, t1, t2))
     recipes = {"cg.empirical_ntk in tf.function": ours,
                "GradientTape.jacobian of the batch + einsum": tape_jacobian}
-    recipes.update(_jax_recipes((kernel, bias1, dense, bias2), x1, x2))
+    missing = _jax_missing()
+    recipes.update(_jax_recipes((kernel, bias1, dense, bias2), x1, x2, missing))
     values = {name: np.asarray(fn()) for name, fn in recipes.items()}
     reference = values["cg.empirical_ntk in tf.function"]
     agree = {name: float(np.max(np.abs(v - reference)) / np.max(np.abs(reference)))
              for name, v in values.items()}
     return {"x1": [n1, 32, 32, 3], "x2": [n2, 32, 32, 3],
             "ms": timing.interleaved_ms(recipes, repeats), "relative_difference": agree,
-            "missing": _jax_missing()}
+            "missing": missing}
 
 
 def _jax_missing() -> dict:
@@ -203,10 +197,10 @@ def _jax_missing() -> dict:
     return missing
 
 
-def _jax_recipes(weights, x1, x2) -> dict:
+def _jax_recipes(weights, x1, x2, missing) -> dict:
     """JAX's recipes of the same network, when JAX is installed: per-example `jacrev`
     contracted by einsum (neural-tangents' Jacobian contraction, written out), and
-    neural-tangents' own `empirical_ntk_fn` when it imports."""
+    neural-tangents' own `empirical_ntk_fn` when it imports (not in `missing`)."""
     if importlib.util.find_spec("jax") is None:
         return {}
     import jax
@@ -231,7 +225,7 @@ def _jax_recipes(weights, x1, x2) -> dict:
                    for p, q in zip(per_example(ws, x), per_example(ws, y)))
 
     recipes = {"JAX jit(vmap(jacrev)) + einsum": lambda: contracted(params, a, b)}
-    if "neural_tangents" not in _jax_missing():
+    if "neural_tangents" not in missing:
         import neural_tangents as nt
 
         ntk = jax.jit(nt.empirical_ntk_fn(f, trace_axes=(-1,), vmap_axes=0))

@@ -104,8 +104,7 @@ def _finish(kernel, trace, out_shape):
 def _rows(f, params, x, o):
     """Per parameter, `[c, o, size]`: the Jacobian of each of the c examples' o outputs, each
     row one example's forward and backward pass for one output, vectorized over the c·o."""
-    count = _count(x)
-    rows = count * o if isinstance(count, int) else tf.shape(x)[0] * o
+    rows = _models.batch_size(FUNCTION, x) * o
 
     def output(r):
         example = _models.example(x, r // o)
@@ -197,7 +196,7 @@ def _plan(method, trace, how, counts, sizes):
     budget = _memory.budget_bytes(how)
     static = isinstance(n1, int) and isinstance(n2, int)
     result = n1 * n2 * (1 if trace else o * o) * itemsize if static else 0
-    room = budget - result - min(_memory.RUNTIME_BYTES, budget // 4)
+    room = budget - result - _memory.runtime_bytes(budget)
     if static and (n1 + n2) * per <= room:
         chunks = (None, None)
     elif isinstance(n2, int) and (n2 + 1) * per <= room:
