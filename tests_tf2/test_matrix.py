@@ -5,7 +5,9 @@ run in its own process.
 Each item runs eager, a v1 Graph and tf.function on one route each, by turns
 (`matrix.route_plan`: every case, function and strategy meets every route), and the
 quick check's items run with XLA too (jit_compile=True); `COMPAT_GRADS_MATRIX=full` runs every
-item on every route. The TF1 process runs the tensor
+item on every route, `COMPAT_GRADS_MATRIX=cover` (CI's oldest release) each item once and a
+route more only where its case, function or strategy meets it first (`matrix.cover_plan`).
+The TF1 process runs the tensor
 route only: the TF1 suite (tests_tf1/test_matrix.py) holds the TF1 routes to the oracle and
 to tf1.tensor bit for bit, so each TF1 route equals the TF2 graph routes bit for bit through
 tf1.tensor, and running tf1.callable here again would only repeat that work. It runs the
@@ -23,11 +25,13 @@ import pytest
 from compat_grads.testing import TF2_ROUTES, XLA_ROUTES, checks, items, matrix
 
 ITEMS = items()
-FULL = os.environ.get("COMPAT_GRADS_MATRIX") == "full"
+PLAN_KIND = os.environ.get("COMPAT_GRADS_MATRIX") or "turns"
+FULL = PLAN_KIND == "full"
 ROUTES = (*TF2_ROUTES, *XLA_ROUTES)
 TURNS = matrix.route_plan(ITEMS, ROUTES)
 EVERY = matrix.route_plan(ITEMS, ROUTES, full=True)
-PLAN = EVERY if FULL else TURNS
+COVER = matrix.cover_plan(ITEMS, ROUTES)
+PLAN = {"full": EVERY, "turns": TURNS, "cover": COVER}[PLAN_KIND]
 IN_TF1 = {item.id for item in (ITEMS if FULL else matrix.quick(ITEMS))}
 
 
@@ -73,6 +77,15 @@ def test_every_item_runs_every_mode_and_each_case_function_and_strategy_every_ro
         runs = collections.Counter(r for routes in turns.values() for r in routes
                                    if r.startswith(mode))
         assert max(runs.values()) < 1.5 * min(runs.values()), runs
+
+
+def test_the_cover_plan_runs_each_item_once_and_each_key_on_every_route():
+    # CI's plan for the oldest release (COMPAT_GRADS_MATRIX=cover)
+    for item in ITEMS:
+        assert COVER[item.id] and set(COVER[item.id]) <= set(EVERY[item.id]), item.id
+    for key in (lambda i: i.case.name, lambda i: i.function, lambda i: i.strategy):
+        assert _met(COVER, key) == _met(TURNS, key)  # == every route's (the test above)
+    assert sum(map(len, COVER.values())) < 0.4 * sum(map(len, TURNS.values()))
 
 
 def test_chunk_size_meets_every_strategy_of_each_function_by_turns():

@@ -22,6 +22,7 @@ Unconnected = Union[Literal["none", "zero"], tf.UnconnectedGradients]
 Seed = Union[int, tf.Tensor]
 """An int, or an integer scalar tensor: the key of a stateless generator."""
 Which = Literal["LA", "SA", "LM"]
+Reorthogonalize = Literal["auto", "full", "local"]
 TraceMethod = Literal["hutchinson", "hutch++"]
 FisherKind = Literal["empirical", "true"]
 NtkMethod = Literal["auto", "jacobian", "products"]

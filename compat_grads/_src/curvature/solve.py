@@ -14,7 +14,7 @@ from compat_grads._src.core.checks import run_time_check
 from compat_grads._src.core.errors import message
 from compat_grads._src.core.mode import as_graph, runs_eagerly
 from compat_grads._src.core.tf import tf
-from compat_grads._src.curvature import checks
+from compat_grads._src.curvature import checks, lanczos
 
 FUNCTION = "solve"
 ITERATIONS_PER_SIZE = 10
@@ -89,5 +89,6 @@ def conjugate_gradients(op, b, damping, tol, steps):
         return (i < steps) & tf.reduce_any(rr > bound) & tf.logical_not(broke)
 
     state = (tf.constant(0), tf.zeros_like(b), b, b, squared, tf.constant(False))
-    _, x, _, _, _, broke = tf.while_loop(going, step, state, maximum_iterations=steps)
+    _, x, _, _, _, broke = tf.while_loop(going, step, state, maximum_iterations=steps,
+                                         parallel_iterations=lanczos.SEQUENTIAL)
     return x, broke
