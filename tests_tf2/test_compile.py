@@ -165,3 +165,40 @@ def test_one_callable_with_several_options_is_not_called_new():
         warnings.simplefilter("error", RuntimeWarning)
         for chunk in range(1, _compile.RETRACE_WARNING_AFTER):
             cg.stacked_jacobian(f, X, chunk_size=chunk)
+
+
+@pytest.mark.parametrize("form", ("list", "dict", "nested"))
+def test_a_nest_of_tensors_runs_the_cached_trace_without_tf_functions_dispatch(form,
+                                                                               monkeypatch):
+    """Variables bound in, the vector a nest of eager tensors: after the first call, the
+    concrete function runs from the nest's flattened tensors (no `get_concrete_function`,
+    tf.function's dispatch), with the values of a call through the tf.function."""
+    cg.clear_cache()
+    v, w = tf.Variable([1.0, 2.0]), tf.Variable([[3.0]])
+    vector = {"list": [tf.constant([1.0, -1.0]), tf.constant([[2.0]])],
+              "dict": {"b": tf.constant([[2.0]]), "a": tf.constant([1.0, -1.0])},
+              "nested": ([tf.constant([1.0, -1.0])], {"w": tf.constant([[2.0]])})}[form]
+    params = {"list": [v, w], "dict": {"b": w, "a": v}, "nested": ([v], {"w": w})}[form]
+
+    def f(ps):
+        a, b = tf.nest.flatten(ps)  # dicts by sorted keys: v, then w in every form
+        return tf.reduce_sum(a ** 3) * tf.reduce_sum(b ** 2)
+    first = cg.hvp(f, params, vector)
+    (entry,) = _compile.CACHE._entries.values()
+    traced = entry.compiled
+    dispatched = []
+    monkeypatch.setattr(traced, "_traced", lambda args: dispatched.append(args))
+    again = cg.hvp(f, params, vector)
+    assert not dispatched
+    reference = cg.hvp(f, params, vector, compile=False)
+    for a, b, c in zip(tf.nest.flatten(first), tf.nest.flatten(again),
+                       tf.nest.flatten(reference)):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_allclose(a, c, rtol=1e-6)
+    # a variable in the vector: through the tf.function, the same values
+    monkeypatch.undo()
+    leaves = tf.nest.flatten(vector)
+    leaves[0] = tf.Variable(leaves[0])
+    through = cg.hvp(f, params, tf.nest.pack_sequence_as(vector, leaves))
+    for a, b in zip(tf.nest.flatten(through), tf.nest.flatten(first)):
+        np.testing.assert_allclose(a, b, rtol=1e-6)

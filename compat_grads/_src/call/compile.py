@@ -403,8 +403,9 @@ class _Traced:
 
     def _call(self, inputs, *rest):
         args = (*inputs.passed(), *rest)
-        flat = all(isinstance(a, tf.Tensor) for a in args)
-        concrete = self._concrete_for(args) if flat else self._traced(args)
+        signature = _signature(args)
+        flat = signature is not None
+        concrete = self._concrete_for(signature, args) if flat else self._traced(args)
         captured = self._captures.get(id(concrete))
         if captured is None:
             captured = self._captures[id(concrete)] = frozenset(
@@ -418,14 +419,13 @@ class _Traced:
         if not flat:  # variables among the inputs: the trace found above binds them
             return concrete(*args)
         if _runs_flat(type(concrete)):  # the inputs match the trace: its key is their shapes
-            return concrete._call_flat(list(args), concrete.captured_inputs)
+            return concrete._call_flat(tf.nest.flatten(args), concrete.captured_inputs)
         return concrete(*args)
 
-    def _concrete_for(self, args):
-        key = tuple((a.dtype, tuple(a.shape)) for a in args)
-        concrete = self._concrete.get(key)
+    def _concrete_for(self, signature, args):
+        concrete = self._concrete.get(signature)
         if concrete is None:
-            concrete = self._concrete[key] = self._traced(args)
+            concrete = self._concrete[signature] = self._traced(args)
         return concrete
 
     def _traced(self, args):
@@ -440,6 +440,26 @@ class _Traced:
         if plans or id(concrete) not in self._plans:
             self._plans[id(concrete)] = tuple(plans)
         return concrete
+
+
+def _signature(args):
+    """The nest of `args` with each tensor's dtype and shape (a key of the concrete function
+    that serves them), when its leaves are eager tensors in lists, tuples and dicts (whose
+    `tf.nest.flatten` is then the concrete function's inputs, in order: dicts by sorted
+    keys); None otherwise (a variable, None, a ragged or sparse tensor, another container:
+    the call goes through the tf.function)."""
+    kind = type(args)
+    if kind in (list, tuple):
+        parts = tuple(map(_signature, args))
+        return None if None in parts else (kind, parts)
+    if kind is dict:
+        if not all(type(key) is str for key in args):
+            return None
+        parts = tuple((key, _signature(args[key])) for key in sorted(args))
+        return None if any(part is None for _, part in parts) else (kind, parts)
+    if isinstance(args, tf.Tensor):
+        return args.dtype, tuple(args.shape)
+    return None
 
 
 def _xla_reason(err) -> str:

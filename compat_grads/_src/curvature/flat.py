@@ -104,8 +104,10 @@ class CurvatureOperator(tf.linalg.LinearOperator):
     def _shape_tensor(self):
         return tf.constant([self._products.layout.n] * 2)
 
-    def _matvec(self, x, adjoint=False):
-        return self._matmul(x[..., None])[..., 0]  # self-adjoint: `adjoint` changes nothing
+    def _matvec(self, x, adjoint=False):  # self-adjoint: `adjoint` changes nothing
+        if x.shape.rank == 1:  # one product of x itself: no column to cut out and put back
+            return self._summed(lambda batch, salt: self._one(batch, salt, x), x)
+        return self._matmul(x[..., None])[..., 0]
 
     def _matmul(self, x, adjoint=False, adjoint_arg=False):
         columns, restore = _as_columns(self._products.function,
