@@ -26,7 +26,11 @@ def report():
              "peaks": {recipe: curvature._process(["peak", "mlp670k", recipe, 1],
                                                   curvature.BFC)["peak_mb"]
                        for recipe in ("one gradient", "top_eigenvalues(op, 1)")},
-             "ntk": curvature.ntk_times(quick=True, repeats=1)}
+             "ntk": curvature.ntk_times(quick=True, repeats=1),
+             "ntk_scale": curvature.ntk_scale(quick=True)}
+    found["ntk_scale"]["peak_mb"] = {
+        recipe: curvature._process(["ntk_scale", 1, recipe], curvature.BFC)["peak_mb"]
+        for recipe in found["ntk_scale"]["recipes"]}
     found["targets"] = curvature.targets(found)
     return found
 
@@ -103,3 +107,15 @@ def test_against_nested_tapes_a_ratio_within_the_tie_is_a_tie(ratio, verdict):
     nested = targets["hvp / nested tapes (m, cg.hvp (eager call))"]
     assert curvature._verdict(nested).split(" ")[0] == verdict
     assert curvature._verdict(targets["hvp / one gradient (m, cg.hvp (eager call))"]) == "yes"
+
+
+def test_the_ntk_at_scale_is_chunked_under_its_budget_and_agrees(report):
+    """400 examples under 3 MiB in the test (10,000 under 600 MiB in the bench): in chunks,
+    the kernel at once's, the chunked one's peak below the one at once."""
+    scale = report["ntk_scale"]
+    assert scale["recipes"] == ["at once", "memory_budget=3 MiB"]
+    assert scale["pieces"] > 1 and scale["relative_difference"] <= 1e-5
+    assert scale["jacobians_mb"] > 3 > scale["peak_mb"]["memory_budget=3 MiB"]
+    assert scale["peak_mb"]["memory_budget=3 MiB"] < scale["peak_mb"]["at once"]
+    assert "| NTK of 400 x 400 (4,801 weights;" in curvature.markdown(report)
+

@@ -15,13 +15,11 @@ import threading
 import types
 import weakref
 
-import numpy as np
-
 from compat_grads._src import memory as _memory
+from compat_grads._src.call import arguments as _arguments
 from compat_grads._src.core.errors import XlaWarning, message, warn
 from compat_grads._src.core.structure import graph_of
 from compat_grads._src.core.tf import tf
-from compat_grads._src.core.variables import unwrap_variable
 
 CACHE_SIZE = 64
 """How many compiled (callable, function, options) entries the eager cache keeps."""
@@ -196,8 +194,8 @@ def compiled(target, args, key, body, jit_compile, bind_sources=False):
     Python values would retrace per value or change dtype); otherwise the call runs eagerly.
     """
     sources, *rest = args
-    if not _plain(sources):  # the common cases skip the nest
-        sources = tf.nest.map_structure(_as_tensor, sources)
+    if not _arguments.plain(sources):  # the common cases skip the nest
+        sources = tf.nest.map_structure(_arguments.as_tensor, sources)
     if rest and not all(isinstance(leaf, (tf.Tensor, tf.Variable))
                         for leaf in tf.nest.flatten(rest)):
         return None
@@ -245,7 +243,7 @@ class _Inputs:
         # tf.function tells nests apart by the arguments' structure; with nothing passed,
         # the structure is part of our key (a flat list or tuple: its type and length).
         structure = None if not self.passes_nothing else (
-            (type(sources), len(flat)) if _flat_sequence(sources, flat)
+            (type(sources), len(flat)) if _arguments.flat_sequence(sources, flat)
             else repr(self._skeleton()))
         self.key = (structure, self.same if repeated else None,
                     tuple(id(leaf) for leaf in self.bound))
@@ -403,7 +401,7 @@ class _Traced:
 
     def _call(self, inputs, *rest):
         args = (*inputs.passed(), *rest)
-        signature = _signature(args)
+        signature = _arguments.signature(args)
         flat = signature is not None
         concrete = self._concrete_for(signature, args) if flat else self._traced(args)
         captured = self._captures.get(id(concrete))
@@ -442,58 +440,12 @@ class _Traced:
         return concrete
 
 
-def _signature(args):
-    """The nest of `args` with each tensor's dtype and shape (a key of the concrete function
-    that serves them), when its leaves are eager tensors in lists, tuples and dicts (whose
-    `tf.nest.flatten` is then the concrete function's inputs, in order: dicts by sorted
-    keys); None otherwise (a variable, None, a ragged or sparse tensor, another container:
-    the call goes through the tf.function)."""
-    kind = type(args)
-    if kind in (list, tuple):
-        parts = tuple(map(_signature, args))
-        return None if None in parts else (kind, parts)
-    if kind is dict:
-        if not all(type(key) is str for key in args):
-            return None
-        parts = tuple((key, _signature(args[key])) for key in sorted(args))
-        return None if any(part is None for _, part in parts) else (kind, parts)
-    if isinstance(args, tf.Tensor):
-        return args.dtype, tuple(args.shape)
-    return None
-
-
 def _xla_reason(err) -> str:
     """XLA's reason, the first line of its error (the rest is TensorFlow's stack), without
     the attributes of the function it names (`__inference_call_7[_XlaMustCompile=true,...]`)."""
     text = getattr(err, "message", str(err))
     line = next((line.strip() for line in text.splitlines() if line.strip()), "")
     return re.sub(r"\[_XlaMustCompile=[^\]]*\]", "", line)[:200]
-
-
-def _plain(sources) -> bool:
-    """Whether the sources need no conversion (`_as_tensor`): a tensor or tf.Variable, or a
-    flat list or tuple of them."""
-    if isinstance(sources, (tf.Tensor, tf.Variable)):
-        return True
-    return type(sources) in (list, tuple) and all(
-        isinstance(leaf, (tf.Tensor, tf.Variable)) and unwrap_variable(leaf) is leaf
-        for leaf in sources)
-
-
-def _flat_sequence(sources, flat) -> bool:
-    """Whether `sources` is a list or tuple of its leaves themselves (no nest inside)."""
-    return type(sources) in (list, tuple) and len(sources) == len(flat) and all(
-        a is b for a, b in zip(sources, flat))
-
-
-def _as_tensor(leaf):
-    """numpy and Python floats become tensors (tf.function would retrace per Python value);
-    a Keras 3 variable becomes its tf.Variable (passed in as is, it would arrive as a copy
-    of its value, which nothing depends on)."""
-    leaf = unwrap_variable(leaf)
-    if isinstance(leaf, (np.ndarray, np.generic, float)):
-        return tf.convert_to_tensor(leaf)
-    return leaf
 
 
 def clear_cache() -> None:
