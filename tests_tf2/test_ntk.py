@@ -218,3 +218,71 @@ def test_a_chunked_kernel_stays_within_its_budget():
     assert found["pieces"][0] > 1, found
     assert found["peak_bytes"] <= budget, found
     assert found["error"] <= 1e-5, found
+
+
+def _mlp_of(widths):
+    rng = np.random.default_rng(5)
+    params = [tf.constant(rng.normal(size=s).astype(np.float32))
+              for a, b in zip(widths, widths[1:]) for s in ((a, b), (b,))]
+
+    def f(ws, x):
+        for i in range(0, len(ws), 2):
+            x = x @ ws[i] + ws[i + 1]
+            x = tf.tanh(x) if i + 2 < len(ws) else x
+        return x
+    return f, params
+
+
+def _cnn():
+    """neural-tangents' docstring CNN: Conv2D(16, 3, relu) -> Flatten -> Dense(10)."""
+    rng = np.random.default_rng(6)
+    params = [tf.constant(rng.normal(size=s).astype(np.float32))
+              for s in ((3, 3, 3, 16), (16,), (14400, 10), (10,))]
+
+    def f(ws, x):
+        h = tf.nn.relu(tf.nn.conv2d(x, ws[0], 1, "VALID") + ws[1])
+        return tf.reshape(h, [tf.shape(x)[0], -1]) @ ws[2] + ws[3]
+    return f, params
+
+
+def _counted(f, params, x):
+    """(o, P, F) as `_kernel` reads them: F from the graph of f on one example."""
+    from compat_grads._src.curvature import ntk
+
+    found = []
+
+    @tf.function
+    def traced():  # as `_kernel` runs: in a graph, the weights captured
+        found.append(ntk._output_shape(f, params, tf.constant(x)))
+        return tf.constant(0)
+    traced.get_concrete_function()
+    (shape, flops), = found
+    return shape.num_elements(), sum(int(np.size(p)) for p in params), flops
+
+
+def test_the_forward_pass_is_counted_in_multiply_adds():
+    f, params = _mlp_of((8, 256, 100))
+    o, weights, flops = _counted(f, params, np.ones((3, 8), np.float32))
+    # the matrix products, then the other ops' outputs: the bias adds and tanh (the weights,
+    # the example's slice of x and reshapes count nothing)
+    assert flops == 8 * 256 + 256 * 100 + (256 + 256 + 100)
+    f, params = _cnn()
+    _, _, flops = _counted(f, params, np.ones((2, 32, 32, 3), np.float32))
+    assert flops == 30 * 30 * 16 * 27 + 14400 * 10 + 2 * 14400 + 10  # relu, the bias adds
+
+
+@pytest.mark.parametrize("network, method", [("mlp 8-256-256-100", "products"),
+                                             ("mlp 784-512-512-10", "products"),
+                                             ("cnn", "jacobian")])
+def test_auto_takes_products_where_outputs_times_weights_outweigh_the_forward_pass(network,
+                                                                                  method):
+    from compat_grads._src.curvature import ntk
+
+    if network == "cnn":
+        (f, params), x = _cnn(), np.ones((2, 32, 32, 3), np.float32)
+    else:
+        widths = tuple(map(int, network.split()[1].split("-")))
+        (f, params), x = _mlp_of(widths), np.ones((2, widths[0]), np.float32)
+    o, weights, flops = _counted(f, params, x)
+    assert ntk._auto_method(False, o, weights, flops) == method
+    assert ntk._auto_method(True, o, weights, flops) == "jacobian"  # summed: the contraction

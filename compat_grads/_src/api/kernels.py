@@ -26,13 +26,15 @@ def empirical_ntk(f, params: Nest, x1, x2=None, *, trace_outputs: bool = True,
     them: O(n·o) one-example passes) and contracts them over the parameters, one matrix
     product per parameter; "products" takes J(x2)'s rows and pushes each through
     `f(params, x1)` by a JVP (one forward pass of x1 gives every output pair of a column,
-    and J(x1) is never held). "auto" takes "products" for `trace_outputs=False` with more
-    than one output (the contraction's cost grows with the outputs squared there), else
-    "jacobian" (the cheaper on convolutions, whose forward pass costs far more than the
-    weights). When the Jacobians and the kernel do not fit `memory_budget`, x1's examples
-    run in chunks (and x2's, when its Jacobian does not fit either) in a `tf.while_loop`,
-    one block of the kernel at a time: a kernel whose Jacobians would not fit in memory
-    is still computed, its Jacobians again for each block (`memory_plans()` shows the
+    and J(x1) is never held). "auto" takes "products" for `trace_outputs=False` when the
+    outputs times the weights come to at least 5 times the multiply-adds of one example's
+    forward pass, counted in f's graph (the contraction's cost grows with the outputs
+    squared there, the products' with the forward pass), else "jacobian" (the faster on
+    every kernel summed over the outputs, and on convolutions, whose forward pass costs
+    far more than their weights). When the Jacobians and the kernel do not fit
+    `memory_budget`, x1's examples run in chunks (and x2's, when its Jacobian does not fit
+    either) in a `tf.while_loop`, one block of the kernel at a time: a kernel whose
+    Jacobians would not fit in memory is still computed, its Jacobians again for each block (`memory_plans()` shows the
     chunks). Every mode: in a TF1 graph one `Session.run`, x1 and x2 may be placeholders of
     unknown batch; in eager code a one-off `tf.function`, traced at each call.
 
