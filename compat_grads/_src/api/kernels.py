@@ -34,9 +34,10 @@ def empirical_ntk(f, params: Nest, x1, x2=None, *, trace_outputs: bool = True,
     far more than their weights). When the Jacobians and the kernel do not fit
     `memory_budget`, x1's examples run in chunks (and x2's, when its Jacobian does not fit
     either) in a `tf.while_loop`, one block of the kernel at a time: a kernel whose
-    Jacobians would not fit in memory is still computed, its Jacobians again for each block (`memory_plans()` shows the
-    chunks). Every mode: in a TF1 graph one `Session.run`, x1 and x2 may be placeholders of
-    unknown batch; in eager code a one-off `tf.function`, traced at each call.
+    Jacobians would not fit in memory is still computed, its Jacobians again for each
+    block (`memory_plans()` shows the chunks). Every mode: in a TF1 graph one
+    `Session.run`, x1 and x2 may be placeholders of unknown batch; in eager code a one-off
+    `tf.function`, traced at each call.
 
     Args:
       f: a callable `f(params, x) -> outputs [n, ...]`, one row per example, the examples
