@@ -105,6 +105,37 @@ def test_auto_keeps_the_basis_while_it_fits_its_bytes(n, local, monkeypatch):
     assert values.numpy()[0] == pytest.approx(10 * n, rel=1e-5)
 
 
+def test_close_float32_eigenvalues_are_not_taken_for_copies():
+    """10.005 and 10.0 in float32 (60 steps): two eigenvalues, not one eigenvalue's ghost
+    copies (the copies agree to about 10 sqrt(m) eps |T|, 9e-5 here)."""
+    spectrum = np.concatenate([[10.005, 10.0, 9.0],
+                               np.random.default_rng(4).uniform(0, 1, size=297)])
+    matrix = _spectrum_matrix(spectrum).astype(np.float32)
+    values, _ = cg.top_eigenvalues(_full(matrix), 3, num_iterations=60,
+                                   reorthogonalize="local")
+    np.testing.assert_allclose(values, [10.005, 10.0, 9.0], rtol=2e-5)
+
+
+def test_auto_keeps_the_basis_for_several_pairs_and_under_xla(monkeypatch):
+    """Past the threshold "auto" goes local for one pair only (its extreme value needs no
+    telling apart from copies), and never under XLA, where "local" is an error."""
+    monkeypatch.setattr(lanczos, "FULL_BASIS_BYTES", 100)
+    diagonal = tf.linalg.LinearOperatorDiag(tf.concat([tf.range(1.0, 300.0), [3000.0]], 0),
+                                            is_self_adjoint=True)
+
+    def loops(fn):
+        graph = tf.function(fn).get_concrete_function().graph
+        return sum(op.type in ("While", "StatelessWhile") for op in graph.get_operations())
+    assert loops(lambda: cg.top_eigenvalues(diagonal, 1)) == 2
+    assert loops(lambda: cg.top_eigenvalues(diagonal, 2)) == 1
+    xla = tf.function(lambda: cg.top_eigenvalues(diagonal, 1), jit_compile=True)
+    assert xla()[0].numpy()[0] == pytest.approx(3000.0, rel=1e-5)
+    with pytest.raises(ValueError, match="top_eigenvalues: reorthogonalize='local' cannot "
+                                         "run under XLA"):
+        tf.function(lambda: cg.top_eigenvalues(diagonal, 1, reorthogonalize="local"),
+                    jit_compile=True)()
+
+
 def test_an_unknown_reorthogonalize_is_a_clear_error():
     with pytest.raises(ValueError, match="top_eigenvalues.*reorthogonalize.*'auto'"):
         cg.top_eigenvalues(_full(np.eye(3)), 1, reorthogonalize="partial")

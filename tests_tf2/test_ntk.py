@@ -97,7 +97,8 @@ def test_a_budget_the_jacobians_do_not_fit_chunks_the_examples():
 
 @pytest.mark.parametrize("chunk_size", [None, 4])
 def test_under_xla(chunk_size):
-    """At once, and in chunks (each block into a TensorArray there: XLA needs the shapes)."""
+    """At once, and in chunks (equal blocks there, scattered into the kernel: XLA needs the
+    shapes)."""
     f = tf.function(lambda x1, x2: [
         cg.empirical_ntk(mlp, _params(), x1, x2, chunk_size=chunk_size),
         cg.empirical_ntk(mlp, _params(), x1, x2, chunk_size=chunk_size, trace_outputs=False)],
@@ -286,3 +287,24 @@ def test_auto_takes_products_where_outputs_times_weights_outweigh_the_forward_pa
     o, weights, flops = _counted(f, params, x)
     assert ntk._auto_method(False, o, weights, flops) == method
     assert ntk._auto_method(True, o, weights, flops) == "jacobian"  # summed: the contraction
+
+
+def test_a_forward_pass_it_cannot_read_is_not_counted_and_an_unknown_batch_is():
+    """f calling a tf.function (one call op) or an einsum hides its work: no count, so
+    "auto" takes the contraction; a placeholder of unknown batch counts as one example."""
+    from compat_grads._src.curvature import ntk
+
+    f, params = _mlp_of((8, 256, 100))
+    x = np.ones((2, 8), np.float32)
+    wrapped = tf.function(f)
+    assert _counted(lambda ws, x: wrapped(ws, x), params, x)[2] is None
+    assert _counted(lambda ws, x: tf.einsum("bi,io->bo", x, ws[0]), params, x)[2] is None
+    assert ntk._auto_method(False, 100, 10**6, None) == "jacobian"
+    found = []
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 8], tf.float32)])
+    def unknown_batch(x):
+        found.append(ntk._output_shape(f, params, x)[1])
+        return tf.constant(0)
+    unknown_batch.get_concrete_function()
+    assert found == [8 * 256 + 256 * 100 + (256 + 256 + 100)]

@@ -316,8 +316,8 @@ def cover_plan(selected: list, routes, reference: str | None = None) -> dict:
     plan = {}
     for item in selected:
         own = applicable(item)
-        first = [reference] if reference in own else [_take_turn(own, keys(item), met)]
-        plan[item.id] = first if own else []
+        plan[item.id] = ([] if not own else [reference] if reference in own
+                         else [_take_turn(own, keys(item), met)])
     seen = {(key, route) for item in selected for key in keys(item) for route in plan[item.id]}
     for item in sorted(selected, key=_cheapness):
         for route in applicable(item):

@@ -252,7 +252,8 @@ def top_eigenvalues(op: tf.linalg.LinearOperator, k: int = 1, *, which: Which = 
     full reorthogonalization they keep `[num_iterations, n]` basis vectors and steps >= n
     give the eigenpairs exactly, up to rounding; with local reorthogonalization they keep
     three vectors of n (memory of the order of one gradient's) and take the steps twice
-    (the second pass sums the eigenvectors). The steps are one `tf.while_loop` (two for
+    (the second pass sums the eigenvectors, which for k > 1 are orthonormal only as far as
+    they have converged). The steps are one `tf.while_loop` (two for
     local): one `Session.run` in a TF1 graph (in eager code a one-off `tf.function`,
     traced at each call).
 
@@ -271,11 +272,15 @@ def top_eigenvalues(op: tf.linalg.LinearOperator, k: int = 1, *, which: Which = 
       seed: an int (or an integer scalar tensor) for the stateless random start vector:
         one seed gives the same numbers in every mode (TF1 graph included).
       reorthogonalize: "full" (each new basis vector against all before it, the basis
-        kept), "local" (against the two before it; the copies of converged eigenvalues
-        that this lets through are recognized and given once, as Cullum and Willoughby
-        do), or "auto" (the default): "full" while the basis takes at most 32 MiB
-        (`num_iterations * n * 4` bytes in float32: n up to 380,000 at 22 steps), "local"
-        beyond.
+        kept), "local" (against the two before it; for k > 1 the copies of converged
+        eigenvalues that this lets through are told apart from the rest as Cullum and
+        Willoughby do: an eigenvalue of several copies is given once, and a value that
+        has not converged may be taken for a spurious one and skipped, so check the
+        vectors' residuals or use "full"; not under XLA), or "auto" (the default): "full",
+        but "local" for k = 1 outside XLA when the basis would take more than 32 MiB
+        (`num_iterations * n * 4` bytes in float32: n over 380,000 at the default 22
+        steps), where the largest (or smallest) value of the local steps is the answer
+        itself.
 
     Returns:
       `(values, vectors)` in the operator's dtype.
@@ -285,7 +290,7 @@ def top_eigenvalues(op: tf.linalg.LinearOperator, k: int = 1, *, which: Which = 
         arguments of the wrong type.
       ValueError: for an operator that is not square or whose size is unknown, one built
         with is_self_adjoint=False, k not in [1, n], an unknown `which`, or
-        num_iterations < k, or an unknown `reorthogonalize`.
+        num_iterations < k, an unknown `reorthogonalize`, or "local" under XLA.
 
     Example:
       >>> import tensorflow as tf

@@ -362,8 +362,9 @@ def _runs_flat(kind) -> bool:
 class _Traced:
     """A tf.function and its concrete functions by input shapes and dtypes. Calling the
     concrete function directly skips tf.function's dispatch, tens of microseconds per call:
-    as much as a small Jacobian takes to compute. Anything but a flat tuple of eager tensors
-    goes through the tf.function itself.
+    as much as a small Jacobian takes to compute. Arguments that are not eager tensors in
+    lists, tuples and dicts (`_arguments.signature`: variables, None, composite tensors)
+    go through the tf.function itself.
 
     A call raises `_CapturedSources` instead when the function captured one of the tensors
     passed to it as a source: the callable reads it by closure, where passing it would make
@@ -371,7 +372,7 @@ class _Traced:
 
     def __init__(self, function, name="", jit_compile=False):
         self.function, self.name, self.jit_compile = function, name, jit_compile
-        self._concrete = {}  # input shapes and dtypes -> concrete function
+        self._concrete = {}  # the arguments' signature -> concrete function
         self._captures = {}  # id(concrete function) -> ids of the eager tensors it captured
         self._plans = {}  # id(concrete function) -> the memory plans its trace chose
 

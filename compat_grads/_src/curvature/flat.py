@@ -169,7 +169,8 @@ def _each_column(product, columns):
         return j + 1, done.write(j, product(tf.gather(columns, j, axis=1)))
 
     written = tf.TensorArray(columns.dtype, size=count, element_shape=columns.shape[:1])
-    _, written = tf.while_loop(lambda j, _: j < count, step, (tf.constant(0), written))
+    _, written = tf.while_loop(lambda j, _: j < count, step, (tf.constant(0), written),
+                               parallel_iterations=1)  # as `lanczos.SEQUENTIAL` says why
     return tf.transpose(written.stack())
 
 

@@ -10,8 +10,8 @@ Jacobian of the outputs with respect to the parameters, by two methods:
 
 Both run in chunks of examples when the Jacobians and the kernel would not fit the memory
 budget: a `tf.while_loop` over x1's chunks (and x2's, when its Jacobian does not fit either),
-each block written into a `TensorArray`, so a kernel whose Jacobians would not fit in memory
-is computed a block at a time, in one graph (one `Session.run` in a TF1 graph).
+each block written into the kernel in place, so a kernel whose Jacobians would not fit in
+memory is computed a block at a time, in one graph (one `Session.run` in a TF1 graph).
 """
 
 from __future__ import annotations
@@ -213,6 +213,8 @@ def _equal_blocks(inputs, chunks, plan, block, tail):
             "for a static number of examples, but x1 or x2 has an unknown batch size",
             "Give the tf.function an input_signature with the batch sizes, or pass "
             "chunk_size=None to compute the kernel at once."))
+    if not n1 or not n2:  # no examples on a side: the empty kernel
+        return tf.zeros([n1, n2, *tail], plan.dtype)
     c1, c2 = min(c1 or n1, n1), min(c2 or n2, n2)
     count1, count2 = -(-n1 // c1), -(-n2 // c2)
 
@@ -242,10 +244,9 @@ def _swapped(t, tail):
 
 
 def _plan(method, trace, how, counts, sizes):
-    """The method ("auto": products when the whole o x o blocks are asked for and o > 1,
-    one forward pass giving every output pair of a column; else the contraction) and the
-    chunks: all at once when both sides' Jacobians and the kernel fit the budget, else x2's
-    Jacobian held whole and x1 in chunks, else both in chunks."""
+    """The method (chosen already: `_auto_method`) and the chunks: all at once when both
+    sides' Jacobians and the kernel fit the budget, else x2's Jacobian held whole and x1
+    in chunks, else both in chunks."""
     o, layout = sizes
     itemsize = layout.dtype.size
     if how.chunk_size is None or isinstance(how.chunk_size, int):
@@ -356,16 +357,33 @@ def _forward_flops(operations):
     output channel, every other op's output elements; None when a shape is unknown."""
     total = 0
     for op in operations:
+        if op.type in _HIDDEN:
+            return None
         if not op.inputs or op.type in _MOVES:
             continue
         for out in op.outputs[:1]:
-            size = out.shape.num_elements()
+            size = _one_example_size(out.shape)
             if size is None:
                 return None
             total += size * _contracted_length(op)
-    return total
+    return total or None  # nothing counted: f ran eagerly (run_functions_eagerly)
 
 
+def _one_example_size(shape):
+    """The elements of a tensor of f on one example, its batch axis unknown (a placeholder
+    of unknown batch) counted as 1; None when any other axis is unknown."""
+    if shape.rank is None:
+        return None
+    if shape.rank and tf.compat.dimension_value(shape[0]) is None:
+        return shape[1:].num_elements()
+    return shape.num_elements()
+
+
+_HIDDEN = frozenset(("PartitionedCall", "StatefulPartitionedCall", "While",
+                     "StatelessWhile", "If", "StatelessIf", "Case", "StatelessCase",
+                     "Einsum", "Conv2DBackpropInput", "Conv3DBackpropInputV2", "XlaEinsum"))
+"""Ops whose work is not read from their output shape (a function call, control flow, an
+einsum, a transposed convolution): f with one of them is not counted (None)."""
 _MOVES = frozenset(("Identity", "Reshape", "ReadVariableOp", "StridedSlice", "Squeeze",
                     "ExpandDims", "Shape", "Pack", "Cast", "NoOp"))
 """Ops that move or reinterpret numbers, counted as no work (as the weights and inputs,
