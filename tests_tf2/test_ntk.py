@@ -11,6 +11,7 @@ import pytest
 
 import compat_grads as cg
 from compat_grads._src.core.tf import KERAS2_BUILT_IN, keras2, tf
+from compat_grads.bench import curvature as curvature_bench
 from compat_grads.testing import modes
 from compat_grads.testing._suite.operators import WEIGHTS, X, mlp, ntk_oracle
 
@@ -170,22 +171,11 @@ _PEAK_WORKER = """
 import json, sys
 import numpy as np
 import compat_grads as cg
-from compat_grads._src.core.tf import tf
+from compat_grads.bench.curvature import scale_mlp, tanh_mlp as f
 from compat_grads.bench.timing import reset_peak_rss, rss_mb
 
 n, budget = int(sys.argv[1]), int(sys.argv[2])
-rng = np.random.default_rng(0)
-widths = (8, 64, 64, 1)
-params = [tf.constant((rng.normal(size=s) / np.sqrt(s[0])).astype(np.float32))
-          for a, b in zip(widths, widths[1:]) for s in ((a, b), (b,))]
-x = tf.constant(rng.normal(size=(n, 8)).astype(np.float32))
-
-def f(ws, x):
-    h = x
-    for i in range(0, len(ws) - 2, 2):
-        h = tf.tanh(h @ ws[i] + ws[i + 1])
-    return h @ ws[-2] + ws[-1]
-
+params, x = scale_mlp(n)
 cg.empirical_ntk(f, params, x[:4], chunk_size=2).numpy()  # the runtime started first
 reset_peak_rss()
 baseline = rss_mb()
@@ -225,13 +215,7 @@ def _mlp_of(widths):
     rng = np.random.default_rng(5)
     params = [tf.constant(rng.normal(size=s).astype(np.float32))
               for a, b in zip(widths, widths[1:]) for s in ((a, b), (b,))]
-
-    def f(ws, x):
-        for i in range(0, len(ws), 2):
-            x = x @ ws[i] + ws[i + 1]
-            x = tf.tanh(x) if i + 2 < len(ws) else x
-        return x
-    return f, params
+    return curvature_bench.tanh_mlp, params
 
 
 def _cnn():

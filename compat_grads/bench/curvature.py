@@ -68,10 +68,7 @@ def _problem(name, quick=False):
         x = rng.normal([batch, widths[0]])
 
         def logits(ws):
-            h = x
-            for i in range(0, len(ws) - 2, 2):
-                h = tf.tanh(h @ ws[i] + ws[i + 1])
-            return h @ ws[-2] + ws[-1]
+            return tanh_mlp(ws, x)
     else:
         filters = (4, 8) if quick else (32, 64)
         batch = 8 if quick else 64
@@ -213,6 +210,30 @@ def ntk_times(quick=False, repeats=5) -> dict:
             "missing": missing}
 
 
+def tanh_mlp(ws, x):
+    """The bench's MLPs: tanh layers, then a linear one; `ws` the kernels and biases in
+    turn."""
+    import tensorflow as tf
+
+    h = x
+    for i in range(0, len(ws) - 2, 2):
+        h = tf.tanh(h @ ws[i] + ws[i + 1])
+    return h @ ws[-2] + ws[-1]
+
+
+def scale_mlp(n):
+    """(the weights of an MLP 8-64-64-1 as constants, n examples) of the NTK at scale
+    (`tests_tf2/test_ntk.py` reads its peak on the same network)."""
+    import numpy as np
+    import tensorflow as tf
+
+    rng = np.random.default_rng(0)
+    widths = (8, 64, 64, 1)
+    params = [tf.constant((rng.normal(size=s) / np.sqrt(s[0])).astype(np.float32))
+              for a, b in zip(widths, widths[1:]) for s in ((a, b), (b,))]
+    return params, tf.constant(rng.normal(size=(n, widths[0])).astype(np.float32))
+
+
 def ntk_scale(quick=False, peak_of=None) -> dict:
     """The empirical NTK of `SCALE["n"]` examples of an MLP (8-64-64-1, 4,801 weights): the
     kernel at once and under a memory budget the Jacobians do not fit (in chunks), their
@@ -224,17 +245,8 @@ def ntk_scale(quick=False, peak_of=None) -> dict:
     import compat_grads as cg
 
     n, budget = (400, 3 * 2**20) if quick else (SCALE["n"], SCALE["budget_mb"] * 2**20)
-    rng = np.random.default_rng(0)
-    widths = (8, 64, 64, 1)
-    params = [tf.constant((rng.normal(size=s) / np.sqrt(s[0])).astype(np.float32))
-              for a, b in zip(widths, widths[1:]) for s in ((a, b), (b,))]
-    x = tf.constant(rng.normal(size=(n, widths[0])).astype(np.float32))
-
-    def f(ws, x):
-        h = x
-        for i in range(0, len(ws) - 2, 2):
-            h = tf.tanh(h @ ws[i] + ws[i + 1])
-        return h @ ws[-2] + ws[-1]
+    params, x = scale_mlp(n)
+    f = tanh_mlp
     recipes = {"at once": tf.function(lambda: cg.empirical_ntk(f, params, x, chunk_size=None)),
                f"memory_budget={budget // 2**20} MiB": tf.function(
                    lambda: cg.empirical_ntk(f, params, x, memory_budget=budget))}

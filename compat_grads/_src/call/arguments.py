@@ -10,21 +10,29 @@ from compat_grads._src.core.variables import unwrap_variable
 
 
 def signature(args):
-    """The nest of `args` with each tensor's dtype and shape (a key of the concrete function
-    that serves them), when its leaves are eager tensors in lists, tuples and dicts (whose
-    `tf.nest.flatten` is then the concrete function's inputs, in order: dicts by sorted
-    keys); None otherwise (a variable, None, a ragged or sparse tensor, another container:
-    the call goes through the tf.function)."""
+    """(The nest of `args` with each tensor's dtype and shape: a key of the concrete function
+    that serves them; the tensors in `tf.nest.flatten`'s order: the concrete function's
+    inputs), when its leaves are eager tensors in lists, tuples and dicts (dicts by sorted
+    keys, as both flatten them); None otherwise (a variable, None, a ragged or sparse
+    tensor, another container: the call goes through the tf.function). One walk gives both
+    (this runs on every compiled call)."""
+    leaves = []
+    key = _keyed(args, leaves)
+    return None if key is None else (key, leaves)
+
+
+def _keyed(args, leaves):
     kind = type(args)
     if kind in (list, tuple):
-        parts = tuple(map(signature, args))
+        parts = tuple(_keyed(arg, leaves) for arg in args)
         return None if None in parts else (kind, parts)
     if kind is dict:
         if not all(type(key) is str for key in args):
             return None
-        parts = tuple((key, signature(args[key])) for key in sorted(args))
+        parts = tuple((key, _keyed(args[key], leaves)) for key in sorted(args))
         return None if any(part is None for _, part in parts) else (kind, parts)
     if isinstance(args, tf.Tensor):
+        leaves.append(args)
         return args.dtype, tuple(args.shape)
     return None
 

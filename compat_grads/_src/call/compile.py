@@ -404,7 +404,7 @@ class _Traced:
         args = (*inputs.passed(), *rest)
         signature = _arguments.signature(args)
         flat = signature is not None
-        concrete = self._concrete_for(signature, args) if flat else self._traced(args)
+        concrete = self._concrete_for(signature[0], args) if flat else self._traced(args)
         captured = self._captures.get(id(concrete))
         if captured is None:
             captured = self._captures[id(concrete)] = frozenset(
@@ -418,7 +418,7 @@ class _Traced:
         if not flat:  # variables among the inputs: the trace found above binds them
             return concrete(*args)
         if _runs_flat(type(concrete)):  # the inputs match the trace: its key is their shapes
-            return concrete._call_flat(tf.nest.flatten(args), concrete.captured_inputs)
+            return concrete._call_flat(signature[1], concrete.captured_inputs)
         return concrete(*args)
 
     def _concrete_for(self, signature, args):

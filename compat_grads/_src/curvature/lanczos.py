@@ -136,23 +136,14 @@ def lanczos(op, n, steps, seed):
     stateless normal start vector, in one `tf.while_loop`. betas[j] couples step j to
     j + 1 (0 where a fresh vector restarted the space; the last one is unused)."""
     dtype = op.dtype
-    # below this (relative to a running estimate of |A|) a new vector is rounding: restart
-    tiny = math.sqrt(n) * float(np.finfo(dtype.as_numpy_dtype).eps)
 
     def step(j, q, basis, alphas, betas, scale):
         basis = tf.tensor_scatter_nd_update(basis, [[j]], q[None])
         product = op.matvec(q)
         alpha = tf.tensordot(q, product, 1)
-        w = _orthogonalized(product, basis)
-        beta = tf.norm(w)
-        scale = tf.maximum(scale, tf.abs(alpha) + beta)
-        vanished = beta <= tiny * scale
-        q = tf.cond(vanished, lambda: _fresh(basis, n, seed, j + 1, dtype),
-                    lambda: w / beta)
-        beta = tf.where(vanished, tf.zeros_like(beta), beta)
-        alphas = tf.tensor_scatter_nd_update(alphas, [[j]], alpha[None])
-        betas = tf.tensor_scatter_nd_update(betas, [[j]], beta[None])
-        return j + 1, q, basis, alphas, betas, scale
+        q, _, tridiagonal = _advanced(_orthogonalized(product, basis), (j, alpha, n), (
+            alphas, betas, scale), lambda: _fresh(basis, n, seed, j + 1, dtype))
+        return (j + 1, q, basis, *tridiagonal)
 
     start = _unit(probes.normal([n], seed, 0, dtype))
     zeros = tf.zeros([steps], dtype)
@@ -162,6 +153,23 @@ def lanczos(op, n, steps, seed):
                                                   maximum_iterations=steps,
                                                   parallel_iterations=SEQUENTIAL)
     return basis, alphas, betas
+
+
+def _advanced(w, step, tridiagonal, fresh):
+    """(the next vector, beta, (alphas, betas, scale)) after step j, whose product's
+    coefficient along its vector is `alpha` and whose orthogonalized remainder is `w`: w / |w|
+    and beta = |w|, or `fresh()` and beta = 0 where w vanished, below `sqrt(n) eps` times a
+    running estimate of |A| (`scale`): the Krylov space closed, what is left is rounding."""
+    (j, alpha, n), (alphas, betas, scale) = step, tridiagonal
+    tiny = math.sqrt(n) * float(np.finfo(w.dtype.as_numpy_dtype).eps)
+    beta = tf.norm(w)
+    scale = tf.maximum(scale, tf.abs(alpha) + beta)
+    vanished = beta <= tiny * scale
+    after = tf.cond(vanished, fresh, lambda: w / beta)
+    beta = tf.where(vanished, tf.zeros_like(beta), beta)
+    alphas = tf.tensor_scatter_nd_update(alphas, [[j]], alpha[None])
+    betas = tf.tensor_scatter_nd_update(betas, [[j]], beta[None])
+    return after, beta, (alphas, betas, scale)
 
 
 def _orthogonalized(w, basis):
@@ -220,7 +228,6 @@ def local_lanczos(op, n, steps, seed, coefficients=None):
     vectors only; with `coefficients` (`[steps, k]`), the same steps again returning
     `sum_j q_j coefficients[j]` (`[n, k]`) instead."""
     dtype = op.dtype
-    tiny = math.sqrt(n) * float(np.finfo(dtype.as_numpy_dtype).eps)
     sums = coefficients is not None
 
     def step(j, previous, q, beta_before, alphas, betas, scale, total):
@@ -230,16 +237,9 @@ def local_lanczos(op, n, steps, seed, coefficients=None):
         alpha = tf.tensordot(q, product, 1)
         w = product - alpha * q - beta_before * previous
         w = w - tf.tensordot(q, w, 1) * q - tf.tensordot(previous, w, 1) * previous
-        beta = tf.norm(w)
-        scale = tf.maximum(scale, tf.abs(alpha) + beta)
-        vanished = beta <= tiny * scale
-        fresh = lambda: _unit(_orthogonalized(  # noqa: E731
-            probes.normal([n], seed, j + 1, dtype), tf.stack([previous, q])))
-        after = tf.cond(vanished, fresh, lambda: w / beta)
-        beta = tf.where(vanished, tf.zeros_like(beta), beta)
-        alphas = tf.tensor_scatter_nd_update(alphas, [[j]], alpha[None])
-        betas = tf.tensor_scatter_nd_update(betas, [[j]], beta[None])
-        return j + 1, q, after, beta, alphas, betas, scale, total
+        after, beta, tridiagonal = _advanced(w, (j, alpha, n), (alphas, betas, scale), lambda: (
+            _fresh(tf.stack([previous, q]), n, seed, j + 1, dtype)))
+        return (j + 1, q, after, beta, *tridiagonal, total)
 
     start = _unit(probes.normal([n], seed, 0, dtype))
     zeros = tf.zeros([steps], dtype)

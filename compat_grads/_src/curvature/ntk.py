@@ -29,7 +29,7 @@ from compat_grads._src.core.tf import tf
 from compat_grads._src.curvature import checks
 from compat_grads._src.curvature import flat as _flat
 from compat_grads._src.jacobians import jacobians as _jacobians
-from compat_grads._src.stacking.stack import stack
+from compat_grads._src.stacking.stack import stack, written_at
 
 FUNCTION = "empirical_ntk"
 METHODS = ("auto", "jacobian", "products")
@@ -175,11 +175,7 @@ def _by_chunks(x1, x2, plan, block, o):
     kernel = tf.raw_ops.Empty(shape=tf.stack([n1, n2, *tail]), dtype=plan.dtype)
 
     def written(kernel, start1, start2, value):
-        shape = tf.shape(value)
-        return tf.raw_ops.TensorStridedSliceUpdate(
-            input=kernel, begin=tf.stack([start1, start2, *[0] * len(tail)]),
-            end=tf.stack([start1 + shape[0], start2 + shape[1], *tail]),
-            strides=[1] * (2 + len(tail)), value=value)
+        return written_at(kernel, [start1, start2, *[0] * len(tail)], value)
 
     def row_of_blocks(i, kernel):
         start1 = i * c1

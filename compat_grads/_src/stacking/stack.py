@@ -354,9 +354,17 @@ def _written(buffer, rows, start, block):
     before, after = block
     width = tf.shape(rows)[0]
     chunk = tf.transpose(tf.reshape(rows, tf.stack([width, before, after])), [1, 0, 2])
+    return written_at(buffer, [0, start, 0], chunk)
+
+
+def written_at(buffer, begin, value):
+    """`buffer` with `value` written over its slice from `begin` (one index per axis), in
+    place when nothing else holds the buffer (TensorStridedSliceUpdate reuses its input's
+    memory then)."""
+    begin = tf.stack(begin)
     return tf.raw_ops.TensorStridedSliceUpdate(
-        input=buffer, begin=tf.stack([0, start, 0]),
-        end=tf.stack([before, start + width, after]), strides=[1, 1, 1], value=chunk)
+        input=buffer, begin=begin, end=begin + tf.shape(value, out_type=begin.dtype),
+        strides=tf.ones_like(begin), value=value)
 
 
 def _laid_out(buffer, ref, count, at):
