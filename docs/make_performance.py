@@ -148,7 +148,30 @@ def _side_by_side(report) -> list:
             "tables below). The misses",
             "are explained in :ref:`the notes below <side-by-side-notes>`.", "",
             *_table(("workload", *suite.AGAINST_BEST), rows, (28, 18, 18, 18, 18)),
-            *notes, *SIDE_BY_SIDE_NOTES, *_xla_per_example_note(report), *_onednn_note(report)]
+            *notes, *SIDE_BY_SIDE_NOTES, *_xla_per_example_note(report), *_onednn_note(report),
+            *_own_cost_note(report)]
+
+
+def _own_cost_note(report) -> list:
+    """What compat_grads' own Python adds to a small compiled call, per function."""
+    from compat_grads.bench import suite, workloads
+
+    workloads_ = [w for w in dict.fromkeys(m["workload"] for m in report["measures"])
+                  if w.startswith("per-call overhead")]
+    costs = {w.split(": ", 1)[1]: suite.own_cost_us(report["measures"], w) for w in workloads_}
+    floors = [m["ms"] * 1e3 for m in report["measures"] if m["recipe"] == workloads.CONCRETE]
+    if not floors or None in costs.values():
+        return []
+    return ["- **Small calls: compat_grads' own cost.** On the per-call workloads (a",
+            "  3-vector), our eager call less the concrete function it runs, called directly",
+            "  (``_call_flat``, TensorFlow's own dispatch: "
+            f"{min(floors):.0f}-{max(floors):.0f} µs here), in µs: " + "; ".join(
+                f"``{name}`` {cost:.0f}" for name, cost in costs.items()) + ".",
+            "  A call like one before it (the same callable, plain option values, eager",
+            "  tensors of the same dtypes and shapes) runs the concrete function the first",
+            "  one chose without choosing again; anything else (nests, variables, a tape,",
+            "  ``distribute=``) takes the whole path. On this machine a difference of a few",
+            "  microseconds is within the noise of two runs.", ""]
 
 
 def _xla_per_example_note(report) -> list:
@@ -515,23 +538,44 @@ def _traces_section(traces) -> list:
                           [(r["d"], r["recipe"], f"{r['ms']:.2f}", f"{r['ratio']:.2f}")
                            for r in traces["deepxde"]], (8, 60, 16, 16))]
     lines += _programs_rows(traces)
-    m = traces["memory"][0]
-    lines += [f"Memory at b={m['b']}, d={m['d']}, each in its own process, first call",
-              "(tracing included): the rise of peak RSS, and the CPU allocator's peak",
-              "(tensors only), each also over one gradient pass's. The forward Laplacian",
-              "carries d directions through every layer, a gradient pass one;",
-              "``chunk_size=10`` takes the forward-over-reverse products, 10 directions",
-              "at a time.", "",
-              *_table(("what", "peak RSS rise MB", "/ gradient", "allocator peak MB",
+    lines += ["Memory, each the median of three processes of its own, first call (tracing",
+              "included): the rise of peak RSS, and the CPU allocator's peak (tensors only,",
+              "with TensorFlow's BFC allocator), each also over one gradient pass's. The",
+              "forward Laplacian carries its directions through every layer, a gradient pass",
+              "one; by default it takes them in chunks (as many as keep the largest tensor of",
+              "tangents within 4 MiB, in at most 16 chunks: 29 directions at b=512, d=200, 15",
+              "at b=1024, d=100), ``chunk_size=d`` all at once;", *_few_directions(traces), "",
+              *_table(("b, d", "what", "peak RSS rise MB", "/ gradient", "allocator peak MB",
                        "/ gradient"),
-                      [(r["what"], f"{r['peak_rss_delta_mb']:.1f}", f"{r['rss_ratio']:.2f}",
-                        f"{r['allocator_peak_mb']:.1f}", f"{r['allocator_ratio']:.2f}")
-                       for r in traces["memory"]], (40, 15, 15, 15, 15)),
+                      [(f"{r['b']}, {r['d']}", r["what"], f"{r['peak_rss_delta_mb']:.1f}",
+                        f"{r['rss_ratio']:.2f}", f"{r['allocator_peak_mb']:.1f}",
+                        f"{r['allocator_ratio']:.2f}") for r in traces["memory"]],
+                      (10, 56, 15, 12, 15, 12)),
               *_table(("target", "measured", "goal", "met"),
                       [(t["target"], f"{t['measured']:.2f}", f"{t['goal']:.2f}",
                         "yes" if t["met"] else "NO") for t in traces["targets"]],
                       (64, 12, 12, 12))]
     return lines
+
+
+def _few_directions(traces) -> list:
+    """What `chunk_size=4` buys in memory and costs in time, from the traces bench."""
+    from compat_grads.bench import traces as bench
+
+    few = [m for m in traces["memory"] if m["what"] == "batch_laplacian, chunk_size=4"]
+    times = {m["d"]: m["ratio"] for m in traces["measures"]
+             if m["workload"] == "Laplacian" and m["recipe"] == bench.OURS_FEW}
+    if not few or not times:
+        return []
+    d, sizes = max(times), "; ".join(f"{m['b']}, {m['d']}" for m in few)
+    return [f"``chunk_size=4`` peaks at {_range(m['allocator_ratio'] for m in few)}x one",
+            f"gradient pass's (b, d: {sizes}) and took {times[d]:.2f}x the default's",
+            f"time at d={d} (the timing table)."]
+
+
+def _range(values) -> str:
+    values = sorted(values)
+    return f"{values[0]:.1f}" if values[0] == values[-1] else f"{values[0]:.1f}-{values[-1]:.1f}"
 
 
 def _first_run_section(first) -> list:

@@ -121,7 +121,9 @@ def deepxde(repeats, b, dims):
     return rows
 
 
-MEMORY = {"laplacian": "batch_laplacian", "laplacian-chunk10": "batch_laplacian, chunk_size=10",
+MEMORY = {"laplacian": "batch_laplacian",
+          "laplacian-few": "batch_laplacian, chunk_size=4",
+          "laplacian-at-once": "batch_laplacian, every direction at once (chunk_size=d)",
           "gradient": "one gradient pass (tape.gradient of sum(u), tf.function)"}
 
 
@@ -143,7 +145,8 @@ def memory(b, d, what):
         return tape.gradient(y, x)
 
     call = {"laplacian": lambda: cg.batch_laplacian(u, x),
-            "laplacian-chunk10": lambda: cg.batch_laplacian(u, x, chunk_size=10),
+            "laplacian-few": lambda: cg.batch_laplacian(u, x, chunk_size=4),
+            "laplacian-at-once": lambda: cg.batch_laplacian(u, x, chunk_size=d),
             "gradient": lambda: gradient(x)}
     _ = (tf.constant(1.0) + 1.0).numpy()  # start the runtime before the baseline
     reset_peak_rss()

@@ -405,9 +405,17 @@ def call_overhead(function, repeats):
     ours()
     (entry,) = _compile.CACHE._entries.values()
     traced = entry.compiled.function
+    (concrete,) = entry.compiled._concrete.values()
+    flat = list(args)
     recipes = {f"{OURS} {function}, eager": ours,
-               "the same tf.function, called directly": lambda: traced(*args)}
+               "the same tf.function, called directly": lambda: traced(*args),
+               CONCRETE: lambda: concrete._call_flat(flat, concrete.captured_inputs)}
     return _time(f"per-call overhead: {function}", recipes, ours, repeats)
+
+
+CONCRETE = "its concrete function, called directly (TensorFlow's floor)"
+"""The per-call workloads' floor: the concrete function our call runs, called as our call
+ends (`_call_flat` with the flat inputs): what is left is TensorFlow's own dispatch."""
 
 
 _OVERHEAD_TARGETS = {

@@ -17,6 +17,7 @@ import weakref
 
 from compat_grads._src import memory as _memory
 from compat_grads._src.call import arguments as _arguments
+from compat_grads._src.call import fast as _fast
 from compat_grads._src.core.errors import XlaWarning, message, warn
 from compat_grads._src.core.structure import graph_of
 from compat_grads._src.core.tf import tf
@@ -60,6 +61,7 @@ class _CompiledCache:
                     self._entries.move_to_end(full_key)
                     return entry.compiled
                 entry = _Entry(build(), objects, self._evicter(full_key))
+                entry.compiled.cache_key = full_key  # what its `touch` marks as used
                 known = any(k[:2] == full_key[:2] for k in self._entries)
                 self._recompiles.note(owner, part, key[0], new_owner=not known)
                 self._entries[full_key] = entry
@@ -68,6 +70,14 @@ class _CompiledCache:
                 return entry.compiled
         finally:
             self._evict_dead()
+
+    def touch(self, full_key):
+        """Marks the entry as just used (a call that found its function another way). One
+        call on the ordered dict, atomic under the GIL: no lock (a per-call cost)."""
+        try:
+            self._entries.move_to_end(full_key)
+        except KeyError:  # evicted meanwhile
+            pass
 
     def _evicter(self, key):
         """The weak-reference callback of an entry's objects: evict the entry. It may run in
@@ -93,6 +103,7 @@ class _CompiledCache:
         with self._lock:
             self._entries.clear()
             self._recompiles = _Recompiles()
+        _fast.clear()
 
     def __len__(self):
         self._evict_dead()
@@ -375,6 +386,7 @@ class _Traced:
         self._concrete = {}  # the arguments' signature -> concrete function
         self._captures = {}  # id(concrete function) -> ids of the eager tensors it captured
         self._plans = {}  # id(concrete function) -> the memory plans its trace chose
+        self.cache_key = None  # its compile cache entry's key (`touch`)
 
     def __call__(self, inputs, *rest):
         if not self.jit_compile:
@@ -414,12 +426,18 @@ class _Traced:
             raise _CapturedSources(found)
         # The plans of the trace this call runs, at every call (`compat_grads.memory_plans`),
         # once the trace is known to serve it.
-        _memory.replay(self._plans.get(id(concrete), ()))
+        plans = self._plans.get(id(concrete), ())
+        _memory.replay(plans)
         if not flat:  # variables among the inputs: the trace found above binds them
             return concrete(*args)
         if _runs_flat(type(concrete)):  # the inputs match the trace: its key is their shapes
+            _fast.ran(self, concrete, signature[1], captured, plans)
             return concrete._call_flat(signature[1], concrete.captured_inputs)
         return concrete(*args)
+
+    def touch(self):
+        """Marks this function's compile cache entry as just used."""
+        CACHE.touch(self.cache_key)
 
     def _concrete_for(self, signature, args):
         concrete = self._concrete.get(signature)

@@ -28,6 +28,7 @@ import weakref
 from compat_grads._src import memory as _memory
 from compat_grads._src.call import compile as _compile
 from compat_grads._src.call import distribute as _distribute
+from compat_grads._src.call import fast as _fast
 from compat_grads._src.call import options as _options
 from compat_grads._src.call import value as _value
 from compat_grads._src.call.spec import Spec
@@ -41,6 +42,9 @@ def run(spec: Spec, target, args: tuple, **given):
     """The result of the public function `spec.name` called with `target`, `args` (the
     sources first) and the options `given` (compile, jit_compile, then its own in the order
     its errors report them, then distribute and gather)."""
+    shortcut = _fast.call(spec.name, target, args, given)
+    if shortcut is not _fast.MISS:
+        return shortcut
     try:
         return _run(spec, target, args, **given)
     except TypeError as err:
@@ -59,9 +63,29 @@ def _run(spec: Spec, target, args: tuple, **given):
         _value.no_aux_for_tensor(spec.name, target, spec.argument)
     if options.distribute is not None:
         _check_distributed(spec, target, options)
+    _fast.forget()
     if _retried(target, options):
-        return _retry(spec, target, args, options)
-    return _compiled(spec, target, args, options)
+        result = _retry(spec, target, args, options)
+    else:
+        result = _compiled(spec, target, args, options)
+    if _shortcut_may_serve(spec, target, options):
+        _fast.remember(spec.name, target, args, given)
+    return result
+
+
+def _shortcut_may_serve(spec, target, options) -> bool:
+    """Whether a later call with the same callable, options and argument shapes may run
+    what this one ran (`compat_grads._src.call.fast`): nothing else decided it. No
+    `prepare` (it reads the target), `distribute=`, tape or seed, and no chunk remembered
+    for this callable after it ran out of memory."""
+    if (spec.prepare is not None or options.distribute is not None
+            or options.tape is not None or not options.compile
+            or options.estimator.method != "exact" or options.clipping.noised):
+        return False
+    try:
+        return target not in _FIT
+    except TypeError:  # not weakly keyable: nothing is remembered for it
+        return True
 
 
 def evaluate(spec: Spec, target, args: tuple, options: _options.Options):
@@ -199,6 +223,7 @@ def _retry(spec, target, args, options):
         if failed is not None:
             continue
         _remembered(target)[_fit_key(name, args, options)] = chunk
+        _fast.clear()  # the calls that ran all at once now start from this chunk
         warn(message(name, f"ran out of memory computing {tried} rows (or columns) at once "
                      f"(chunk_size='auto' chose them from an estimate): computed again with "
                      f"chunk_size={chunk}, which fit", f"Pass chunk_size={chunk} (or a "

@@ -81,6 +81,11 @@ from tensorflow.python.ops import control_flow_util as _control_flow_util  # noq
 
 graph_in_xla_context = _control_flow_util.GraphOrParentsInXlaContext
 
+# The class of eager tensors (private, the same from 2.12 on), and its `_shape_tuple()`: the
+# shape without a TensorShape built, what the compiled call's shortcut keys on
+# (compat_grads._src.call.fast).
+from tensorflow.python.framework.ops import EagerTensor  # noqa: E402
+
 # pfor's converters (private, the same from 2.12 on):
 # compat_grads._src.stacking.pfor_converters gives a row's convolution ops converters of
 # its own (`op.pfor_converter`, which pfor asks before its registry) and hands the cases it does
@@ -165,7 +170,8 @@ def is_keras3_class(cls) -> bool:
 
 
 __all__ = ["tf", "MIN_VERSION", "RELEASE", "KERAS2_BUILT_IN", "keras2", "is_keras3_class",
-           "push_tape", "pop_tape", "tape_set_records", "pfor_wrap", "pfor_converter_of"]
+           "push_tape", "pop_tape", "tape_set_records", "pfor_wrap", "pfor_converter_of",
+           "EagerTensor"]
 
 
 def op_of(x):

@@ -1,0 +1,126 @@
+"""The eager compiled call's shortcut: a call like one that ran before runs the concrete
+function that one ran, without the checks and lookups that chose it.
+
+A small compiled call spends most of its time choosing what to run: checking its options,
+keying the compile cache, finding the trace for its input shapes. A training loop asks the
+same question every step, so the answer is kept (`remember`) the first time the whole path
+(`compat_grads._src.call.run`) gives it, and later calls with the same answer-deciding
+facts take it (`call`): the public function, the callable (by identity, held weakly), its
+options as plain Python values (by type and value), and each argument an eager tensor of
+the same dtype and shape. The shortcut keeps what the whole path does on the way: the
+memory plans of the trace are recorded again (`compat_grads.memory_plans`), and the compile
+cache's entry is marked as used (its least-recently-used order). Anything else takes the
+whole path: nests, variables, numpy arguments, a tape, `distribute=`, a seed, a callable
+whose chunk was shrunk after running out of memory, and a call that fails (the whole path
+then runs it again: XLA's fallback and the out-of-memory retry are there).
+
+What is kept holds the callable and the compiled function weakly: a dropped model, or an
+entry the compile cache evicts, is freed as before, and its shortcut misses.
+"""
+
+from __future__ import annotations
+
+import threading
+import types
+import weakref
+
+from compat_grads._src import memory as _memory
+from compat_grads._src.core import mode as _mode
+from compat_grads._src.core.tf import EagerTensor, tf
+
+MISS = object()
+"""What `call` returns when the call must take the whole path."""
+
+LIMIT = 1024
+"""Kept answers before all are dropped (options or shapes that change on every call)."""
+
+_PLAIN = frozenset((bool, int, float, str, type(None)))
+_KEPT: dict = {}
+_LAST = threading.local()  # .served: what the current thread's last compiled call ran
+
+
+class _Served:
+    """A kept answer: what runs, and what must still hold for it to serve."""
+
+    __slots__ = ("owner", "traced", "concrete", "captured", "plans")
+
+    def __init__(self, owner, traced, concrete, captured, plans):
+        self.owner = weakref.ref(owner)
+        self.traced, self.concrete = weakref.ref(traced), weakref.ref(concrete)
+        self.captured, self.plans = captured, plans
+
+
+def ran(traced, concrete, leaves, captured, plans) -> None:
+    """Notes, for `remember`, what a compiled call ran: the compiled function
+    (`compat_grads._src.call.compile._Traced`), its concrete function, the tensors passed to
+    it, the ids of those it captured and the memory plans of its trace."""
+    _LAST.served = (traced, concrete, leaves, captured, plans)
+
+
+def forget() -> None:
+    """Clears the note before a call takes the whole path."""
+    _LAST.served = None
+
+
+def call(name, target, args, given):
+    """The result of the public function `name` from a kept answer, or `MISS`."""
+    owner = target.__self__ if type(target) is types.MethodType else target
+    key = _key(name, owner, target, args, given)
+    served = None if key is None else _KEPT.get(key)
+    if served is None:
+        return MISS
+    traced, concrete = served.traced(), served.concrete()
+    if (served.owner() is not owner or traced is None or concrete is None
+            or not _mode.runs_eagerly()):
+        _KEPT.pop(key, None)
+        return MISS
+    captured = served.captured
+    for arg in args:
+        if id(arg) in captured:  # read by closure: the whole path binds it in
+            return MISS
+    traced.touch()
+    _memory.replay(served.plans)
+    try:
+        return concrete._call_flat(list(args), concrete.captured_inputs)
+    except tf.errors.OpError:  # XLA's fallback, the out-of-memory retry: the whole path's
+        return MISS
+
+
+def remember(name, target, args, given) -> None:
+    """Keeps what the call that just took the whole path ran, when a later call with the
+    same key may take it: the caller has checked that nothing but the key decided it."""
+    served, _LAST.served = getattr(_LAST, "served", None), None
+    owner = target.__self__ if type(target) is types.MethodType else target
+    key = _key(name, owner, target, args, given)
+    if served is None or key is None:
+        return
+    traced, concrete, leaves, captured, plans = served
+    if len(leaves) != len(args) or any(a is not b for a, b in zip(leaves, args)):
+        return  # sources bound in, or repeated: the whole path passes other inputs
+    try:
+        kept = _Served(owner, traced, concrete, captured, plans)
+    except TypeError:  # not weakly referable: no shortcut
+        return
+    if len(_KEPT) >= LIMIT:
+        _KEPT.clear()
+    _KEPT[key] = kept
+
+
+def clear() -> None:
+    """Drops every kept answer (the compile cache was cleared, a chunk was shrunk)."""
+    _KEPT.clear()
+
+
+def _key(name, owner, target, args, given):
+    """The facts that decide the answer, or None when the call cannot take a kept one: a
+    method by its object and function (a bound method is a new object at each access)."""
+    values = tuple(given.values())
+    kinds = tuple(map(type, values))  # True == 1 == 1.0: the types tell them apart
+    if not _PLAIN.issuperset(kinds):
+        return None
+    key = [name, id(owner), None if owner is target else target.__func__, values, kinds]
+    for arg in args:
+        if type(arg) is not EagerTensor:
+            return None
+        key += (arg.dtype, arg._shape_tuple())
+    return tuple(key)
