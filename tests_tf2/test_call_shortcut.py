@@ -83,12 +83,37 @@ def test_variables_nests_and_tapes_always_take_the_whole_path(whole_paths):
 
 def test_a_source_the_callable_reads_by_closure_keeps_its_derivative(whole_paths):
     def g(x):
-        return x * X  # reads X by closure: bound in, not passed
+        return x * X  # reads X by closure
 
-    results = [cg.stacked_jacobian(g, X) for _ in range(3)]
-    for result in results:
-        np.testing.assert_allclose(result, np.diag(2 * X.numpy()), rtol=1e-6)
-    assert len(whole_paths) == 3  # the whole path binds it each time
+    np.testing.assert_allclose(cg.stacked_jacobian(g, V), np.diag(X.numpy()), rtol=1e-6)
+    # X itself as the source: captured by the kept trace, so the whole path binds it in
+    np.testing.assert_allclose(cg.stacked_jacobian(g, X), np.diag(2 * X.numpy()), rtol=1e-6)
+    assert len(whole_paths) == 2
+
+
+def test_an_error_on_the_shortcut_is_raised_once(whole_paths):
+    ran = []
+
+    def checked(x):
+        ran.append(1)  # traced once: each run of the whole path that traces adds one
+        return tf.debugging.check_numerics(tf.sqrt(x), "sqrt of a negative number")
+    cg.per_element_gradients(checked, tf.constant([1.0, 4.0]))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="sqrt of a negative"):
+        cg.per_element_gradients(checked, tf.constant([-1.0, 4.0]))
+    assert len(whole_paths) == 1  # not run again down the whole path
+
+
+def test_a_model_dropped_after_per_example_gradients_is_freed(whole_paths):
+    from compat_grads.testing import models
+
+    def use():
+        model = models.build_model(models.CASES[0])
+        x, y = models.inputs(models.CASES[0])
+        cg.per_example_gradients(models.loss_fn, model, tf.constant(x, tf.float32), y)
+        return weakref.ref(model)
+    gone = use()
+    gc.collect()
+    assert gone() is None and len(_compile.CACHE) == 0
 
 
 def test_the_shortcut_keeps_neither_the_callable_nor_its_function_alive(whole_paths):

@@ -72,12 +72,14 @@ class _CompiledCache:
             self._evict_dead()
 
     def touch(self, full_key):
-        """Marks the entry as just used (a call that found its function another way). One
-        call on the ordered dict, atomic under the GIL: no lock (a per-call cost)."""
-        try:
-            self._entries.move_to_end(full_key)
-        except KeyError:  # evicted meanwhile
-            pass
+        """Marks the entry as just used (a call that found its function another way); not
+        when another thread holds the lock (it may be iterating over the entries)."""
+        if self._lock.acquire(blocking=False):
+            try:
+                if full_key in self._entries:
+                    self._entries.move_to_end(full_key)
+            finally:
+                self._lock.release()
 
     def _evicter(self, key):
         """The weak-reference callback of an entry's objects: evict the entry. It may run in

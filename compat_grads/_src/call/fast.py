@@ -8,11 +8,13 @@ same question every step, so the answer is kept (`remember`) the first time the 
 facts take it (`call`): the public function, the callable (by identity, held weakly), its
 options as plain Python values (by type and value), and each argument an eager tensor of
 the same dtype and shape. The shortcut keeps what the whole path does on the way: the
-memory plans of the trace are recorded again (`compat_grads.memory_plans`), and the compile
-cache's entry is marked as used (its least-recently-used order). Anything else takes the
-whole path: nests, variables, numpy arguments, a tape, `distribute=`, a seed, a callable
-whose chunk was shrunk after running out of memory, and a call that fails (the whole path
-then runs it again: XLA's fallback and the out-of-memory retry are there).
+memory plans of the trace are recorded again once it succeeds (`compat_grads.memory_plans`),
+and the compile cache's entry is marked as used (its least-recently-used order). Anything
+else takes the whole path: nests, variables, numpy arguments, a tape, `distribute=`, a seed,
+a callable whose chunk was shrunk after running out of memory. A call that fails raises
+its error, but where the whole path would recover from it: running out of memory with
+`chunk_size="auto"` (the retry in smaller chunks) and an XLA error (the fallback without
+XLA), the whole path runs it again.
 
 What is kept holds the callable and the compiled function weakly: a dropped model, or an
 entry the compile cache evicts, is freed as before, and its shortcut misses.
@@ -42,10 +44,10 @@ _LAST = threading.local()  # .served: what the current thread's last compiled ca
 class _Served:
     """A kept answer: what runs, and what must still hold for it to serve."""
 
-    __slots__ = ("owner", "traced", "concrete", "captured", "plans")
+    __slots__ = ("owner", "traced", "concrete", "captured", "plans", "retried")
 
-    def __init__(self, owner, traced, concrete, captured, plans):
-        self.owner = weakref.ref(owner)
+    def __init__(self, owner, traced, concrete, captured, plans, retried):
+        self.owner, self.retried = weakref.ref(owner), retried
         self.traced, self.concrete = weakref.ref(traced), weakref.ref(concrete)
         self.captured, self.plans = captured, plans
 
@@ -58,7 +60,8 @@ def ran(traced, concrete, leaves, captured, plans) -> None:
 
 
 def forget() -> None:
-    """Clears the note before a call takes the whole path."""
+    """Clears the note (before and after a call takes the whole path: it holds the compiled
+    function and the inputs)."""
     _LAST.served = None
 
 
@@ -67,11 +70,10 @@ def call(name, target, args, given):
     owner = target.__self__ if type(target) is types.MethodType else target
     key = _key(name, owner, target, args, given)
     served = None if key is None else _KEPT.get(key)
-    if served is None:
+    if served is None or not _mode.runs_eagerly():
         return MISS
     traced, concrete = served.traced(), served.concrete()
-    if (served.owner() is not owner or traced is None or concrete is None
-            or not _mode.runs_eagerly()):
+    if served.owner() is not owner or traced is None or concrete is None:
         _KEPT.pop(key, None)
         return MISS
     captured = served.captured
@@ -79,16 +81,25 @@ def call(name, target, args, given):
         if id(arg) in captured:  # read by closure: the whole path binds it in
             return MISS
     traced.touch()
-    _memory.replay(served.plans)
     try:
-        return concrete._call_flat(list(args), concrete.captured_inputs)
-    except tf.errors.OpError:  # XLA's fallback, the out-of-memory retry: the whole path's
-        return MISS
+        result = concrete._call_flat(list(args), concrete.captured_inputs)
+    except tf.errors.ResourceExhaustedError:
+        if served.retried:  # the whole path retries in smaller chunks
+            return MISS
+        raise
+    except tf.errors.OpError:
+        if traced.jit_compile:  # the whole path runs it again without XLA
+            return MISS
+        raise
+    _memory.replay(served.plans)  # as the whole path does: for the attempt that succeeded
+    return result
 
 
-def remember(name, target, args, given) -> None:
+def remember(name, target, args, given, retried) -> None:
     """Keeps what the call that just took the whole path ran, when a later call with the
-    same key may take it: the caller has checked that nothing but the key decided it."""
+    same key may take it: the caller has checked that nothing but the key decided it.
+    `retried`: whether the whole path retries it in smaller chunks when it runs out of
+    memory."""
     served, _LAST.served = getattr(_LAST, "served", None), None
     owner = target.__self__ if type(target) is types.MethodType else target
     key = _key(name, owner, target, args, given)
@@ -98,7 +109,7 @@ def remember(name, target, args, given) -> None:
     if len(leaves) != len(args) or any(a is not b for a, b in zip(leaves, args)):
         return  # sources bound in, or repeated: the whole path passes other inputs
     try:
-        kept = _Served(owner, traced, concrete, captured, plans)
+        kept = _Served(owner, traced, concrete, captured, plans, retried)
     except TypeError:  # not weakly referable: no shortcut
         return
     if len(_KEPT) >= LIMIT:

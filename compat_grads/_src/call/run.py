@@ -63,14 +63,15 @@ def _run(spec: Spec, target, args: tuple, **given):
         _value.no_aux_for_tensor(spec.name, target, spec.argument)
     if options.distribute is not None:
         _check_distributed(spec, target, options)
+    retried = _retried(target, options)
     _fast.forget()
-    if _retried(target, options):
-        result = _retry(spec, target, args, options)
-    else:
-        result = _compiled(spec, target, args, options)
-    if _shortcut_may_serve(spec, target, options):
-        _fast.remember(spec.name, target, args, given)
-    return result
+    try:
+        result = (_retry if retried else _compiled)(spec, target, args, options)
+        if _shortcut_may_serve(spec, target, options):
+            _fast.remember(spec.name, target, args, given, retried)
+        return result
+    finally:
+        _fast.forget()  # the note holds the compiled function and the inputs
 
 
 def _shortcut_may_serve(spec, target, options) -> bool:
