@@ -48,8 +48,8 @@ class _CompiledCache:
         self._dead = []  # (key, reference) of entries whose callable or sources died
 
     def get(self, target, key, build, bound=()):
-        """The compiled function for `target` and `key` (`build()` makes it), for the
-        sources `bound` into it."""
+        """The compiled function for `target` and `key` (`build(full_key)` makes it, the
+        key its `touch` marks as used), for the sources `bound` into it."""
         owner, part = ((target.__self__, target.__func__) if inspect.ismethod(target)
                        else (target, None))
         full_key = (id(owner), part, key)
@@ -60,8 +60,7 @@ class _CompiledCache:
                 if entry is not None and entry.serves(objects):
                     self._entries.move_to_end(full_key)
                     return entry.compiled
-                entry = _Entry(build(), objects, self._evicter(full_key))
-                entry.compiled.cache_key = full_key  # what its `touch` marks as used
+                entry = _Entry(build(full_key), objects, self._evicter(full_key))
                 known = any(k[:2] == full_key[:2] for k in self._entries)
                 self._recompiles.note(owner, part, key[0], new_owner=not known)
                 self._entries[full_key] = entry
@@ -342,13 +341,13 @@ def _weak_callable(target):
     return _reference(target)
 
 
-def _compile(body, target, jit_compile, inputs, name):
+def _compile(body, target, jit_compile, inputs, name, cache_key):
     live, plan = _weak_callable(target), inputs.plan()
 
     def call(*args):
         rest, passed = plan.split(args)
         return body(live(), (plan.sources(passed), *rest))
-    return _Traced(_function(call, jit_compile), name, jit_compile)
+    return _Traced(_function(call, jit_compile), name, jit_compile, cache_key)
 
 
 def _function(call, jit_compile):
@@ -383,12 +382,12 @@ class _Traced:
     passed to it as a source: the callable reads it by closure, where passing it would make
     it a second tensor, and it must be bound in instead."""
 
-    def __init__(self, function, name="", jit_compile=False):
+    def __init__(self, function, name="", jit_compile=False, cache_key=None):
         self.function, self.name, self.jit_compile = function, name, jit_compile
         self._concrete = {}  # the arguments' signature -> concrete function
         self._captures = {}  # id(concrete function) -> ids of the eager tensors it captured
         self._plans = {}  # id(concrete function) -> the memory plans its trace chose
-        self.cache_key = None  # its compile cache entry's key (`touch`)
+        self.cache_key = cache_key  # its compile cache entry's key (`touch`)
 
     def __call__(self, inputs, *rest):
         if not self.jit_compile:

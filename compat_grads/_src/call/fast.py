@@ -65,13 +65,19 @@ def forget() -> None:
     _LAST.served = None
 
 
-def call(name, target, args, given):
-    """The result of the public function `name` from a kept answer, or `MISS`."""
+def key(name, target, args, given):
+    """The facts that decide the answer of the public function `name`, or None when the call
+    cannot take a kept one (`call`, `remember`)."""
     owner = target.__self__ if type(target) is types.MethodType else target
-    key = _key(name, owner, target, args, given)
-    served = None if key is None else _KEPT.get(key)
+    return _key(name, owner, target, args, given)
+
+
+def call(key, target, args):
+    """The result of the call with this `key` (not None) from a kept answer, or `MISS`."""
+    served = _KEPT.get(key)
     if served is None or not _mode.runs_eagerly():
         return MISS
+    owner = target.__self__ if type(target) is types.MethodType else target
     traced, concrete = served.traced(), served.concrete()
     if served.owner() is not owner or traced is None or concrete is None:
         _KEPT.pop(key, None)
@@ -95,16 +101,15 @@ def call(name, target, args, given):
     return result
 
 
-def remember(name, target, args, given, retried) -> None:
-    """Keeps what the call that just took the whole path ran, when a later call with the
-    same key may take it: the caller has checked that nothing but the key decided it.
-    `retried`: whether the whole path retries it in smaller chunks when it runs out of
-    memory."""
+def remember(key, target, args, retried) -> None:
+    """Keeps what the call with this `key` (not None) that just took the whole path ran, so
+    that a later call with the same key may take it: the caller has checked that nothing but
+    the key decided it. `retried`: whether the whole path retries it in smaller chunks when
+    it runs out of memory."""
     served, _LAST.served = getattr(_LAST, "served", None), None
-    owner = target.__self__ if type(target) is types.MethodType else target
-    key = _key(name, owner, target, args, given)
-    if served is None or key is None:
+    if served is None:
         return
+    owner = target.__self__ if type(target) is types.MethodType else target
     traced, concrete, leaves, captured, plans = served
     if len(leaves) != len(args) or any(a is not b for a, b in zip(leaves, args)):
         return  # sources bound in, or repeated: the whole path passes other inputs

@@ -42,11 +42,13 @@ def run(spec: Spec, target, args: tuple, **given):
     """The result of the public function `spec.name` called with `target`, `args` (the
     sources first) and the options `given` (compile, jit_compile, then its own in the order
     its errors report them, then distribute and gather)."""
-    shortcut = _fast.call(spec.name, target, args, given)
-    if shortcut is not _fast.MISS:
-        return shortcut
+    key = _fast.key(spec.name, target, args, given)
+    if key is not None:
+        shortcut = _fast.call(key, target, args)
+        if shortcut is not _fast.MISS:
+            return shortcut
     try:
-        return _run(spec, target, args, **given)
+        return _run(spec, target, args, key, **given)
     except TypeError as err:
         clear = None if is_ours(err) or not _is_callable(target) else (
             numbers_in_a_list(spec.name, args[0], err))
@@ -55,7 +57,7 @@ def run(spec: Spec, target, args: tuple, **given):
         raise clear from err
 
 
-def _run(spec: Spec, target, args: tuple, **given):
+def _run(spec: Spec, target, args: tuple, shortcut_key, **given):
     options = _options.check(spec.name, **given)
     if spec.prepare is not None:
         target, args = spec.prepare(spec.name, target, args)
@@ -67,8 +69,8 @@ def _run(spec: Spec, target, args: tuple, **given):
     _fast.forget()
     try:
         result = (_retry if retried else _compiled)(spec, target, args, options)
-        if _shortcut_may_serve(spec, target, options):
-            _fast.remember(spec.name, target, args, given, retried)
+        if shortcut_key is not None and _shortcut_may_serve(spec, target, options):
+            _fast.remember(shortcut_key, target, args, retried)
         return result
     finally:
         _fast.forget()  # the note holds the compiled function and the inputs
@@ -80,8 +82,7 @@ def _shortcut_may_serve(spec, target, options) -> bool:
     `prepare` (it reads the target), `distribute=`, tape or seed, and no chunk remembered
     for this callable after it ran out of memory."""
     if (spec.prepare is not None or options.distribute is not None
-            or options.tape is not None or not options.compile
-            or options.estimator.method != "exact" or options.clipping.noised):
+            or options.tape is not None or not options.compile or _takes_a_seed(options)):
         return False
     try:
         return target not in _FIT
@@ -293,9 +294,9 @@ def _seed_as_input(spec, args, options):
     """(the arguments, the computation the compiled function traces, the options it is
     keyed on). A seed is one more tensor input, not part of the key: a training loop that
     draws new probes or new noise each step with a new seed runs one trace."""
-    estimator, clipping = options.estimator, options.clipping
-    if estimator.method == "exact" and not clipping.noised:
+    if not _takes_a_seed(options):
         return args, functools.partial(evaluate, spec, options=options), options
+    estimator, clipping = options.estimator, options.clipping
     seed = estimator.seed if estimator.method != "exact" else clipping.seed
 
     def seeded(target, passed):
@@ -303,6 +304,11 @@ def _seed_as_input(spec, args, options):
     seed = tf.cast(seed, tf.int64) if isinstance(seed, (tf.Tensor, tf.Variable)) else (
         tf.constant(seed, tf.int64))
     return (*args, seed), seeded, _seeded(options, 0)
+
+
+def _takes_a_seed(options) -> bool:
+    """Whether the call draws random numbers from a seed: an estimate, or noised clipping."""
+    return options.estimator.method != "exact" or options.clipping.noised
 
 
 def _seeded(options, seed):
