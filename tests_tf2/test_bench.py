@@ -7,11 +7,12 @@ import io
 import json
 import math
 import os
+import statistics
 
 import numpy as np
 import pytest
 
-from compat_grads.bench import first_run, suite, timing
+from compat_grads.bench import first_run, suite, timing, verdict
 from compat_grads.bench import workloads as wl
 
 pytestmark = pytest.mark.tooling  # CI runs these on the newest release only
@@ -42,9 +43,19 @@ def test_quick_suite_runs_and_reports(tmp_path):
             2 if workload in overhead else 3)
         assert all(m["ms"] > 0 for m in rows)
     targets = {t["target"] for t in report["targets"]}
+    kernels = report["kernels"]  # the suite's own process runs tox's Eigen kernels
+    assert kernels["here"] is False and isinstance(kernels["tensorflow_default"], bool)
     for workload in cnns:
-        assert (f"per_example_gradients eager vs vectorized_map(GradientTape) in tf.function "
-                f"({workload})") in targets
+        onednn = workload.endswith(wl.ONEDNN)
+        against = [t for t in targets if t.startswith(
+            "per_example_gradients eager vs vectorized_map(GradientTape) in tf.function")
+            and t.endswith(f"({workload})")]
+        picked = onednn == kernels["tensorflow_default"]
+        assert len(against) == 1 and (
+            "not TensorFlow's pick here" not in against[0]) == picked, against
+        eigen = (f"per_example_gradients eager vs one batched gradient, within 1.1x under "
+                 f"Eigen ({workload})")
+        assert (eigen in targets) == (not onednn)
         assert f"per_example_gradients eager vs one batched gradient ({workload})" in targets
         yardstick = [t for t in report["targets"] if t["target"] == (
             f"the 2x goal's yardstick: vectorized_map(GradientTape) in tf.function vs the "
@@ -53,6 +64,7 @@ def test_quick_suite_runs_and_reports(tmp_path):
         assert len(yardstick) == 1 and yardstick[0]["measured"] == pytest.approx(
             rows["vectorized_map(GradientTape) in tf.function"] / rows[wl.SHARED])
     assert sum(t.startswith("the bare tf.function vs ours") for t in targets) == len(overhead)
+    _check_verdicts(report, workloads)
     recipes = {r["recipe"] for r in report["tf1_graph"]}
     assert any("map_fn" in r for r in recipes) and any("(auto)" in r for r in recipes)
     assert [(m["strategy"], bool(m["chunk_size"]), m["malloc"]) for m in report["memory"]] == [
@@ -112,6 +124,31 @@ def test_quick_suite_runs_and_reports(tmp_path):
                 f"({workload})") in targets
     assert "| TF1 CNN class rows: batch | recipe |" in table
     assert "| bigger than memory: m x n | result MB | all at once (estimate) MB |" in table
+
+
+def _check_verdicts(report, workloads):
+    """The speed goals of the quick suite come from its verdict processes: 2 per environment,
+    each timing only the recipes the goals compare; each goal the median of their ratios."""
+    found = report["verdict"]
+    assert found["processes"] == 2
+    assert found["kernels"] == {"default": False, "oneDNN": report["onednn"]}
+    assert set(found["runs"]) == workloads
+    judged = {t["target"]: t for t in report["targets"] if "spread" in t}
+    for workload, runs in found["runs"].items():
+        assert len(runs) == 2 and all(verdict.timed(recipe) for ms in runs for recipe in ms)
+        best = [suite._tf_best(ms) for ms in runs]
+        if best[0] is None:
+            continue
+        target = judged[f"never slower than TensorFlow's best in tf.function ({workload})"]
+        assert target["measured"] == pytest.approx(statistics.median(best))
+        assert target["spread"] == [min(best), max(best)] and target["processes"] == 2
+        assert target["met"] == (target["measured"] >= 1.0)
+        assert target["tie"] == (not target["met"] and target["measured"] >= verdict.TIE
+                                 and verdict.same_graph(workload) is not None)
+    assert not any(r.startswith(("jax", "eager loop")) for runs in found["runs"].values()
+                   for ms in runs for r in ms)
+    table = suite.markdown(report)
+    assert ", 2 processes) | 1.00 |" in table
 
 
 def test_distribute_bench_runs_on_logical_devices_and_reports(tmp_path, capsys):

@@ -14,6 +14,7 @@ gradient, which costs far more per call than Eigen's.
 import dataclasses
 import json
 import os
+import subprocess
 import sys
 
 from compat_grads.bench import workloads
@@ -30,6 +31,16 @@ def kernels_on() -> bool:
         return bool(_pywrap_util_port.IsMklEnabled())
     except (ImportError, AttributeError):
         return os.environ.get("TF_ENABLE_ONEDNN_OPTS") == "1"
+
+
+def by_default() -> bool:
+    """Whether TensorFlow runs oneDNN's kernels on this machine when nobody asks (a fresh
+    process without TF_ENABLE_ONEDNN_OPTS): the kernels its users get."""
+    env = {k: v for k, v in os.environ.items() if k != "TF_ENABLE_ONEDNN_OPTS"}
+    done = subprocess.run([sys.executable, "-c", "from compat_grads.bench import onednn; "
+                           "print(onednn.kernels_on())"], capture_output=True, text=True,
+                          env=env, check=True, timeout=600)
+    return done.stdout.split()[-1] == "True"
 
 
 def main(argv):

@@ -5,6 +5,7 @@ Every workload checks that each recipe computes what ours computes before timing
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 
 import numpy as np
@@ -75,9 +76,23 @@ def _nested_tapes(f, x):
     return outer.batch_jacobian(gradient, x)
 
 
+_KEEP = [lambda recipe: True]
+
+
+@contextlib.contextmanager
+def only(keep):
+    """Inside: the workloads check and time only the recipes `keep(name)` accepts."""
+    _KEEP.append(keep)
+    try:
+        yield
+    finally:
+        _KEEP.pop()
+
+
 def _time(workload, recipes, reference, repeats, as_array=np.asarray, unchecked=()):
     """Checks every recipe (but those `unchecked`, which the workload checked otherwise)
-    against `reference`, then times them side by side."""
+    against `reference`, then times them side by side (those `only` keeps)."""
+    recipes = {name: fn for name, fn in recipes.items() if _KEEP[-1](name)}
     want = as_array(reference())
     for name, fn in recipes.items():
         if name in unchecked:

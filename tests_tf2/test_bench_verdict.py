@@ -1,0 +1,85 @@
+"""The suite's verdicts over fresh processes (`compat_grads.bench.verdict`): medians and
+spreads, ties only where ours runs TensorFlow's graph, and the recipes they time."""
+
+import pytest
+
+from compat_grads.bench import suite, verdict
+from compat_grads.bench import workloads as wl
+
+pytestmark = pytest.mark.tooling  # CI runs these on the newest release only
+
+OURS, THEIRS = f"{wl.OURS} per_example_gradients, eager", wl.VECTORIZED
+
+
+def _report(workload, ratios):
+    """A report with one workload, its single run at 1.0 and one verdict process per ratio
+    (TensorFlow's best in tf.function over ours)."""
+    runs = [{OURS: 2.0, THEIRS: 2.0 * r} for r in ratios]
+    measures = [{"workload": workload, "recipe": OURS, "ms": 2.0, "ours": True},
+                {"workload": workload, "recipe": THEIRS, "ms": 2.0, "ours": False}]
+    return {"measures": measures, "verdict": {"runs": {workload: runs}, "processes": len(runs)}}
+
+
+def _never_slower(report, workload):
+    (target,) = [t for t in suite._speed_targets(report)
+                 if t["target"] == f"never slower than TensorFlow's best in tf.function "
+                                   f"({workload})"]
+    return target
+
+
+def test_a_goal_is_the_median_of_the_processes_with_their_spread():
+    target = _never_slower(_report("tall 4000x500", [0.9, 1.3, 1.1, 0.8, 1.2]), "tall 4000x500")
+    assert target["measured"] == pytest.approx(1.1) and target["met"]
+    assert target["spread"] == pytest.approx([0.8, 1.3]) and target["processes"] == 5
+    assert verdict.measured_text(target) == "1.10 (0.80-1.30, 5 processes)"
+    assert verdict.met_text(target) == "yes"
+
+
+@pytest.mark.parametrize("workload, median, shown", [
+    ("per-example gradients, MLP (b=256)", 0.96, "tie (the same graph)"),
+    ("per-example gradients, MLP (b=256), oneDNN on", 0.95, "tie (the same graph)"),
+    ("few rows through a CNN (b=64)", 0.97, "tie (the same graph)"),
+    ("per-example gradients, MLP (b=256)", 0.94, "NO"),  # beyond the tie
+    ("per-example gradients, CNN (b=256)", 0.97, "NO"),  # not the same graph
+])
+def test_a_tie_is_a_miss_within_five_percent_on_the_same_graph_only(workload, median, shown):
+    target = _never_slower(_report(workload, [median] * 3), workload)
+    assert not target["met"] and verdict.met_text(target) == shown
+
+
+def test_without_verdict_processes_a_goal_is_the_single_run():
+    report = _report("square MLP", [0.5, 0.5])
+    del report["verdict"]
+    target = _never_slower(report, "square MLP")
+    assert target["measured"] == pytest.approx(1.0) and "spread" not in target
+    assert verdict.measured_text(target) == "1.00"
+
+
+def test_verdict_processes_time_only_the_recipes_the_goals_compare():
+    kept = [OURS, wl.XLA.format("stacked_jacobian"), "tape.jacobian in tf.function",
+            wl.TF_XLA.format(THEIRS), wl.CONCRETE, wl.FLOOR, wl.SHARED,
+            "the same tf.function, called directly"]
+    dropped = ["tape.jacobian, eager", "jax.jit(jacfwd)", "eager loop of GradientTape.gradient "
+               "over examples", "eager ForwardAccumulator, one product"]
+    assert all(map(verdict.timed, kept)) and not any(map(verdict.timed, dropped))
+
+
+def test_a_workload_checks_and_times_only_what_only_keeps():
+    called = []
+
+    def recipe(name):
+        return lambda: called.append(name) or [1.0]
+    recipes = {name: recipe(name) for name in ("kept", "dropped")}
+    with wl.only(lambda name: name == "kept"):
+        measures = wl._time("w", recipes, lambda: [1.0], repeats=1)
+    assert [m.recipe for m in measures] == ["kept"] and set(called) == {"kept"}
+    assert [m.recipe for m in wl._time("w", recipes, lambda: [1.0], repeats=1)] == [
+        "kept", "dropped"]
+
+
+def test_the_suite_and_its_verdicts_run_the_same_steps_in_order():
+    names = list(verdict.steps(suite.QUICK))
+    onednn = [n for n in names if n.startswith(verdict.ONEDNN_STEP)]
+    assert names[-len(onednn):] == onednn and len(onednn) == 1 + len(wl.CNN_KINDS)
+    assert [n for n in names if n.startswith("per-call ")] == [
+        f"per-call {f}" for f in suite.OVERHEAD_FUNCTIONS]
