@@ -153,25 +153,40 @@ def _side_by_side(report) -> list:
 
 
 def _own_cost_note(report) -> list:
-    """What compat_grads' own Python adds to a small compiled call, per function."""
-    from compat_grads.bench import suite, workloads
+    """What compat_grads' own Python adds to a small compiled call, per function: the
+    judged targets (medians over fresh processes, with their spread, where the report has
+    them), and how far TensorFlow's own dispatch moved between those processes."""
+    from compat_grads.bench import workloads
 
-    workloads_ = [w for w in dict.fromkeys(m["workload"] for m in report["measures"])
-                  if w.startswith("per-call overhead")]
-    costs = {w.split(": ", 1)[1]: suite.own_cost_us(report["measures"], w) for w in workloads_}
-    floors = [m["ms"] * 1e3 for m in report["measures"] if m["recipe"] == workloads.CONCRETE]
-    if not floors or None in costs.values():
+    start = "compat_grads' own µs per call over its concrete function (per-call overhead: "
+    costs = {t["target"][len(start):-1]: t for t in report["targets"]
+             if t["target"].startswith(start)}
+    runs = [ms for w, found in (report.get("verdict") or {}).get("runs", {}).items()
+            if w.startswith("per-call overhead") for ms in found]
+    floors = [ms[workloads.CONCRETE] * 1e3 for ms in runs if workloads.CONCRETE in ms] or [
+        m["ms"] * 1e3 for m in report["measures"] if m["recipe"] == workloads.CONCRETE]
+    if not floors or not costs:
         return []
+    where = (f"the median of {len(runs) // len(costs)} fresh processes with their lowest "
+             "and highest" if runs else "one run")
     return ["- **Small calls: compat_grads' own cost.** On the per-call workloads (a",
             "  3-vector), our eager call less the concrete function it runs, called directly",
             "  (``_call_flat``, TensorFlow's own dispatch: "
-            f"{min(floors):.0f}-{max(floors):.0f} µs here), in µs: " + "; ".join(
-                f"``{name}`` {cost:.0f}" for name, cost in costs.items()) + ".",
+            f"{min(floors):.0f}-{max(floors):.0f} µs here), in µs, {where}: " + "; ".join(
+                f"``{name}`` {_micro(t)}" for name, t in costs.items()) + ".",
             "  A call like one before it (the same callable, plain option values, eager",
             "  tensors of the same dtypes and shapes) runs the concrete function the first",
             "  one chose without choosing again; anything else (nests, variables, a tape,",
-            "  ``distribute=``) takes the whole path. On this machine a difference of a few",
-            "  microseconds is within the noise of two runs.", ""]
+            "  ``distribute=``) takes the whole path. The difference moves with TensorFlow's",
+            "  own dispatch, whose floor alone moved by the range above between processes.",
+            ""]
+
+
+def _micro(target) -> str:
+    """A target in µs, with the spread of its processes where it has one."""
+    if "spread" not in target:
+        return f"{target['measured']:.0f}"
+    return f"{target['measured']:.0f} ({target['spread'][0]:.0f}-{target['spread'][1]:.0f})"
 
 
 def _xla_per_example_note(report) -> list:
@@ -284,7 +299,8 @@ SIDE_BY_SIDE_NOTES = [
     "  graph says how often a call will repeat; XLA's values also differ from every other",
     "  route's in the last bits, where a ``tf.function`` and an eager call agree bit for",
     "  bit (:doc:`guide`, *Speed*). Ask for it where one shape repeats: a training step, a",
-    "  residual at fixed collocation points.", ""]
+    "  residual at fixed collocation points (:ref:`xla-choice`: after how many calls it",
+    "  pays, per function).", ""]
 
 
 def _yardstick_section(report) -> list:
@@ -318,6 +334,64 @@ def _yardstick_section(report) -> list:
         "to us (1.00: ours adds nothing to the shared work).", "",
         *_table(("workload", "vectorized_map / ours", "vectorized_map / shared",
                  "ours / shared"), rows, (40, 20, 20, 20))]
+
+
+def _xla_section(xla) -> list:
+    """When `jit_compile=True` pays, per function (`python -m compat_grads.bench.xla_choice
+    --json docs/_static/bench/xla.json`)."""
+    if not xla:
+        return []
+    rows = [(r["case"], f"{r['first_ms']['default']:.0f} / {r['first_ms']['xla']:.0f}",
+             f"{r['ms']['default']:.2f} / {r['ms']['xla']:.2f}",
+             f"{r['ms']['default'] / r['ms']['xla']:.2f}",
+             "never" if r["breakeven"] is None else f"{r['breakeven']:.0f}")
+            for r in xla["cases"]]
+    faster = [r for r in xla["cases"] if r["breakeven"] is not None]
+    slower = [r["case"] for r in xla["cases"] if r["breakeven"] is None]
+    speedups = [r["ms"]["default"] / r["ms"]["xla"] for r in faster]
+    calls = [r["breakeven"] for r in faster]
+    summary = ([f"XLA was faster per call on {len(faster)} of {len(rows)} cases",
+                f"({min(speedups):.2f}x to {max(speedups):.2f}x) and repaid its first call",
+                f"after {min(calls):.0f} to {max(calls):.0f} calls"] if faster else
+               ["XLA was faster per call on none of the cases"])
+    summary[-1] += (f"; it was not faster on {', '.join(slower)}." if slower else ".")
+    return [
+        ".. _xla-choice:", "",
+        "When jit_compile=True pays", "-" * 26, "",
+        "Every function takes ``jit_compile=True``. Per function, on the workloads the suite",
+        "holds against JAX and on per-example gradients: the first call without and with",
+        "XLA (tracing, and XLA's compile; each in a fresh process, after a tiny compile of",
+        "something else has started XLA), the time per later call side by side, the speed",
+        "XLA gives per call, and after how many calls its first call's extra cost is repaid",
+        "(*pays after*).", "",
+        *_table(("function: workload", "first call ms (default / XLA)",
+                 "per call ms (default / XLA)", "XLA faster per call", "pays after (calls)"),
+                rows, (40, 20, 20, 12, 12)),
+        " ".join(summary), "",
+        "What decides it, known before the call:", "",
+        "- **How often the same shapes repeat.** The compile is paid once per input shape",
+        "  (dtype, and option values): a training step, a residual at fixed collocation",
+        "  points or an evaluation loop over equal batches repays it after the calls in",
+        "  the last column; a call whose shapes change every time (a last short batch is",
+        "  one more compile, a varying sequence length one per length) never does.",
+        "- **What the graph is made of.** XLA gains most where a derivative is a chain of",
+        "  elementwise ops around matrix products (a tanh MLP's ``TanhGrad`` and products",
+        "  fused into the matmuls' loops: ``batch_jacobian``, ``batch_hessian``,",
+        "  ``stacked_jacobian`` of an MLP) and least where one large product dominates;",
+        "  the first call grows with the graph (second order compiles longest).",
+        "- **Whether values must match other routes bit for bit.** XLA's results differ",
+        "  from every other route's in the last bits (a ``tf.function`` and an eager call",
+        "  agree bit for bit without it): a port checked with ``compare_port`` against a TF1",
+        "  graph keeps the default.",
+        "- **Whether XLA compiles every op.** An op XLA cannot compile makes the call fall",
+        "  back to the compiled function without XLA, with one ``XlaWarning``: the first",
+        "  call pays the failed attempt as well.", "",
+        "So the default stays ``jit_compile=False`` for every function: nothing in a call",
+        "says how often its shapes will repeat. Ask for XLA in a loop that repeats one",
+        "shape more often than the *pays after* column, where the last bits may differ.",
+        "The command:", "",
+        ".. code-block:: console", "",
+        "   $ python -m compat_grads.bench.xla_choice --json docs/_static/bench/xla.json", ""]
 
 
 def _rule_section(routes, second_order=None) -> list:
@@ -633,9 +707,10 @@ def _first_run_section(first) -> list:
 
 
 def page(report: dict, meta: dict, routes=None, traces=None, second_order=None,
-         first_run=None) -> str:
+         first_run=None, xla=None) -> str:
     """The reStructuredText of the Performance page for a bench report and its run (and
-    the measurements of the routes, `python -m compat_grads.bench.routes`,
+    the measurements of the routes, `python -m compat_grads.bench.routes`, of XLA's first
+    calls, `python -m compat_grads.bench.xla_choice`,
     `python -m compat_grads.bench.second_order_rows` and, when measured alone,
     `python -m compat_grads.bench.first_run --json docs/_static/bench/first_run.json`)."""
     from compat_grads.bench import verdict
@@ -680,6 +755,7 @@ def page(report: dict, meta: dict, routes=None, traces=None, second_order=None,
                  for r in report["tf1_graph"]], (8, 52, 13, 12, 15)),
         *_cnn_section(report.get("tf1_cnn")),
         *_rule_section(routes, second_order),
+        *_xla_section(xla),
         *_traces_section(traces),
         "Memory", "------", "",
         "Peak resident memory of a Jacobian (its increase over the process before the",
@@ -775,7 +851,7 @@ def main(argv=None) -> int:
     report = json.loads((OUT / "bench.json").read_text("utf-8"))
     meta = json.loads((OUT / "run.json").read_text("utf-8"))
     measured = (OUT / name for name in ("routes.json", "traces.json", "second_order_rows.json",
-                                        "first_run.json"))
+                                        "first_run.json", "xla.json"))
     PAGE.write_text(page(report, meta, *(json.loads(path.read_text("utf-8"))
                                          if path.exists() else None
                                          for path in measured)), "utf-8")

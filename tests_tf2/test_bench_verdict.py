@@ -3,7 +3,7 @@ spreads, ties only where ours runs TensorFlow's graph, and the recipes they time
 
 import pytest
 
-from compat_grads.bench import suite, verdict
+from compat_grads.bench import suite, verdict, xla_choice
 from compat_grads.bench import workloads as wl
 
 pytestmark = pytest.mark.tooling  # CI runs these on the newest release only
@@ -83,3 +83,42 @@ def test_the_suite_and_its_verdicts_run_the_same_steps_in_order():
     assert names[-len(onednn):] == onednn and len(onednn) == 1 + len(wl.CNN_KINDS)
     assert [n for n in names if n.startswith("per-call ")] == [
         f"per-call {f}" for f in suite.OVERHEAD_FUNCTIONS]
+
+
+def test_xla_pays_after_its_extra_first_call_over_what_each_call_saves():
+    assert xla_choice.breakeven({"default": 100.0, "xla": 400.0},
+                                {"default": 0.6, "xla": 0.3}) == pytest.approx(1000.0)
+    assert xla_choice.breakeven({"default": 100.0, "xla": 90.0},
+                                {"default": 0.6, "xla": 0.3}) == 0.0
+    assert xla_choice.breakeven({"default": 1.0, "xla": 9.0}, {"default": 0.3, "xla": 0.3}) is None
+
+
+@pytest.mark.parametrize("case", xla_choice.CASES)
+def test_each_xla_case_computes_the_same_derivative_with_and_without_xla(case):
+    import numpy as np
+
+    call = xla_choice._case(case, xla_choice.QUICK_SIZES)
+    plain, compiled = call(False), call(True)
+    for a, b in zip(*(x if isinstance(x, (list, tuple)) else [x] for x in (plain, compiled))):
+        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-4, atol=1e-5)
+
+
+def test_xla_choice_times_a_first_call_and_later_calls_of_both():
+    case = xla_choice.CASES[0]
+    assert xla_choice.first_ms(case, True, quick=True) > 0
+    steady = xla_choice.steady_ms(case, quick=True, repeats=1)
+    assert set(steady) == {"default", "xla"} and min(steady.values()) > 0
+
+
+@pytest.mark.parametrize("case", xla_choice.CASES)
+def test_each_xla_case_traces_once(case):
+    """Later calls reuse the first call's trace: a new callable per call would retrace."""
+    import compat_grads as cg
+    from compat_grads._src.call import compile as _compile
+
+    call = xla_choice._case(case, xla_choice.QUICK_SIZES)
+    cg.clear_cache()
+    for _ in range(3):
+        call(False)
+    (entry,) = _compile.CACHE._entries.values()
+    assert len(entry.compiled._concrete) == 1

@@ -241,3 +241,70 @@ def test_the_side_by_side_table_leaves_out_empty_rows_and_explains_each_extreme_
     assert not [row for row in rows if all(cell == "n/a" for cell in row[1:])]
     assert len(notes) - 3 == sum("(" in cell for row in rows for cell in row[1:])
     assert not [note for note in notes if make_performance.UNKNOWN in note]
+
+
+def test_performance_page_says_which_kernels_ran_and_how_goals_are_judged():
+    """The oneDNN note names the kernels of the other rows and TensorFlow's pick on the
+    machine, from the report; the targets get the verdict paragraph and their spreads."""
+    from compat_grads.bench import verdict
+    from compat_grads.bench import workloads as wl
+
+    ours = f"{wl.OURS} per_example_gradients, eager"
+    plain = "per-example gradients, CNN (b=4)"
+    report = {"measures": [{"workload": w, "recipe": r, "ms": v, "ours": r == ours}
+                           for w, r, v in ((plain, ours, 4.0), (plain, wl.VECTORIZED, 8.0),
+                                           (plain + wl.ONEDNN, ours, 2.0),
+                                           (plain + wl.ONEDNN, wl.VECTORIZED, 3.0))],
+              "quick": True, "memory": [], "tf1_graph": [],
+              "kernels": {"here": False, "tensorflow_default": True},
+              "verdict": {"processes": 5, "runs": {}},
+              "targets": [{"target": "never slower (MLP)", "measured": 0.96, "goal": 1.0,
+                           "met": False, "tie": True, "spread": [0.9, 1.02], "processes": 5}]}
+    page = make_performance.page(report, _meta(quick=False))
+    assert ("(The other rows run with Eigen's (``TF_ENABLE_ONEDNN_OPTS=0``, as tox) kernels; on "
+            "this machine TensorFlow picks oneDNN.)") in " ".join(page.split())
+    assert "judged on the median of 5 fresh processes per workload" in " ".join(page.split())
+    assert f"a median at or above {verdict.TIE} is a tie" in " ".join(page.split())
+    assert ("   * - never slower (MLP)\n     - 0.96 (0.90-1.02, 5 processes)\n     - 1.00\n"
+            "     - tie (the same graph)\n") in page
+    del report["verdict"], report["kernels"]
+    page = make_performance.page(report, _meta(quick=False))
+    assert "fresh processes" not in page and "with the environment's setting" in page
+
+
+def test_performance_page_states_when_xla_pays_from_its_json():
+    report = {"measures": [], "quick": True, "targets": [], "memory": [], "tf1_graph": []}
+    xla = {"quick": False, "cases": [
+        {"case": "batch_jacobian: MLP b=128", "first_ms": {"default": 100.0, "xla": 400.0},
+         "ms": {"default": 0.6, "xla": 0.3}, "breakeven": 1000.0},
+        {"case": "stacked_jacobian: wide 100x5000", "first_ms": {"default": 90.0, "xla": 300.0},
+         "ms": {"default": 0.5, "xla": 0.6}, "breakeven": None}]}
+    page = make_performance.page(report, _meta(quick=False), xla=xla)
+    assert ".. _xla-choice:\n\nWhen jit_compile=True pays\n" in page
+    assert ("   * - batch\\_jacobian: MLP b=128\n     - 100 / 400\n     - 0.60 / 0.30\n"
+            "     - 2.00\n     - 1000\n") in page
+    assert "     - never\n" in page
+    assert ("XLA was faster per call on 1 of 2 cases (2.00x to 2.00x) and repaid its first "
+            "call after 1000 to 1000 calls; it was not faster on stacked_jacobian: wide "
+            "100x5000.") in page
+    assert "$ python -m compat_grads.bench.xla_choice --json" in page
+    assert "_xla-choice" not in make_performance.page(report, _meta(quick=False))
+
+
+def test_performance_page_states_our_own_cost_per_call_from_the_judged_targets():
+    from compat_grads.bench import workloads as wl
+
+    workload, ours = "per-call overhead: jvp", f"{wl.OURS} jvp, eager"
+    runs = [{ours: 0.20, wl.CONCRETE: 0.10}, {ours: 0.25, wl.CONCRETE: 0.18}]
+    report = {"measures": [{"workload": workload, "recipe": r, "ms": v, "ours": r == ours}
+                           for r, v in runs[0].items()],
+              "quick": True, "memory": [], "tf1_graph": [],
+              "verdict": {"processes": 2, "runs": {workload: runs}},
+              "targets": [{"target": f"compat_grads' own µs per call over its concrete "
+                                     f"function ({workload})", "measured": 85.0, "goal": 20,
+                           "met": False, "spread": [70.0, 100.0], "processes": 2}]}
+    page = " ".join(make_performance.page(report, _meta(quick=True)).split())
+    assert "TensorFlow's own dispatch: 100-180 µs here), in µs, the median of 2 fresh" in page
+    assert "``jvp`` 85 (70-100)." in page
+    report["targets"] = []
+    assert "Small calls" not in make_performance.page(report, _meta(quick=True))

@@ -12,19 +12,7 @@ import sys
 from compat_grads.bench import first_run, timing, verdict, workloads
 from compat_grads.bench.onednn import by_default as onednn_by_default
 from compat_grads.bench.onednn import kernels_on as onednn_kernels_on
-
-FULL = {"tall": (4000, 500), "wide": (100, 5000), "square": 256, "batch": (128, 32),
-        "hessians": [(1024, 8), (1024, 32)], "tf1_sizes": [200, 500, 1000, 2000, 4000],
-        "loop_max": 1000, "memory": (20000, 2000, 100, 100), "repeats": 15,
-        "per_example": 256, "cnn": 64, "bigger": (500000, 1500, 16, 0)}
-QUICK = {"tall": (40, 5), "wide": (5, 40), "square": 8, "batch": (4, 6),
-         "hessians": [(8, 3)], "tf1_sizes": [20, 40], "loop_max": 40,
-         "memory": (400, 40, 100, 10), "repeats": 2, "per_example": 4,
-         "cnn": 4, "bigger": (2000, 50, 16, 2000000)}
-"""`bigger`: M, N, HIDDEN and BUDGET of `compat_grads.bench.bigger` (FULL: a 3 GB result
-whose all-at-once estimate is about twice this machine's memory, with the default budget;
-QUICK: a small one with a budget that makes it chunk)."""
-
+from compat_grads.bench.sizes import FULL, QUICK
 
 FIXED_MALLOC = {"MALLOC_MMAP_THRESHOLD_": "1048576"}
 """glibc's malloc with its mmap threshold fixed: it no longer raises the threshold when a
@@ -38,8 +26,7 @@ ONEDNN = {"TF_ENABLE_ONEDNN_OPTS": "1"}
 """The environment of the per-example workloads' second run (`compat_grads.bench.onednn`):
 TensorFlow's oneDNN kernels, its default on x86 CPUs with AVX-512 VNNI and later."""
 
-OVERHEAD_FUNCTIONS = ("stacked_jacobian", "per_element_gradients", "jvp", "vjp", "hessian",
-                      "batch_jacobian")
+OVERHEAD_FUNCTIONS = workloads.OVERHEAD_FUNCTIONS
 OVERHEAD_GOAL = 1 / 1.2
 """The per-call overhead target: the directly called tf.function's time over ours (ours at
 most 1.2x the bare tf.function of the same computation)."""

@@ -40,7 +40,7 @@ ONEDNN_STEP = "oneDNN: "
 def steps(sizes: dict) -> dict:
     """{name: (repeats) -> the measures of that step}: the suite's timed workloads in its
     order, those with oneDNN's kernels last (their names start with `ONEDNN_STEP`)."""
-    from compat_grads.bench import suite, workloads
+    from compat_grads.bench import workloads
 
     found = {
         "tall": lambda r: workloads.matrix_jacobian(
@@ -57,7 +57,7 @@ def steps(sizes: dict) -> dict:
     for kind in ("MLP", *workloads.CNN_KINDS):
         found[f"per-example {kind}"] = (
             lambda r, kind=kind: workloads.per_example(kind, sizes["per_example"], r))
-    for function in suite.OVERHEAD_FUNCTIONS:
+    for function in workloads.OVERHEAD_FUNCTIONS:
         found[f"per-call {function}"] = (
             lambda r, function=function: workloads.call_overhead(function, r))
     found["few rows"] = lambda r: workloads.cnn_class_rows(sizes["cnn"], r)
@@ -138,9 +138,10 @@ def main(argv) -> int:
     """Times the steps named in argv[1:] (argv[0]: 1 for the quick sizes) and prints
     {"kernels": whether TensorFlow runs oneDNN's kernels here, "runs": {workload: {recipe:
     ms}}}."""
-    from compat_grads.bench import onednn, suite, workloads
+    from compat_grads.bench import onednn, workloads
+    from compat_grads.bench.sizes import FULL, QUICK
 
-    sizes = suite.QUICK if int(argv[0]) else suite.FULL
+    sizes = QUICK if int(argv[0]) else FULL
     table, runs = steps(sizes), {}
     kernels = onednn.kernels_on()
     with workloads.only(timed):

@@ -403,6 +403,10 @@ def _check_shared_work(got, per_example):
         np.testing.assert_allclose(shared, ours, rtol=2e-3, atol=2e-4)
 
 
+OVERHEAD_FUNCTIONS = ("stacked_jacobian", "per_element_gradients", "jvp", "vjp", "hessian",
+                      "batch_jacobian")
+
+
 def call_overhead(function, repeats):
     """The per-call cost of the compiled eager route on a tiny input: ours against the
     tf.function our cache built for the call, called directly (the same graph: only the
