@@ -284,9 +284,16 @@ def test_performance_page_states_when_xla_pays_from_its_json():
     assert ("   * - batch\\_jacobian: MLP b=128\n     - 100 / 400\n     - 0.60 / 0.30\n"
             "     - 2.00\n     - 1000\n") in page
     assert "     - never\n" in page
+    flat = " ".join(page.split())
     assert ("XLA was faster per call on 1 of 2 cases (2.00x to 2.00x) and repaid its first "
             "call after 1000 to 1000 calls; it was not faster on stacked_jacobian: wide "
             "100x5000.") in page
+    assert "gained most on batch\\_jacobian: MLP b=128 (2.00x) and least on" in flat
+    assert "longest extra first call here was batch\\_jacobian: MLP b=128's, 300 ms" in flat
+    assert "with the environment kernels" in flat
+    xla["onednn"] = [False]
+    assert "with Eigen's kernels, as the tables" in " ".join(make_performance.page(
+        report, _meta(quick=False), xla=xla).split())
     assert "$ python -m compat_grads.bench.xla_choice --json" in page
     assert "_xla-choice" not in make_performance.page(report, _meta(quick=False))
 
@@ -306,5 +313,6 @@ def test_performance_page_states_our_own_cost_per_call_from_the_judged_targets()
     page = " ".join(make_performance.page(report, _meta(quick=True)).split())
     assert "TensorFlow's own dispatch: 100-180 µs here), in µs, the median of 2 fresh" in page
     assert "``jvp`` 85 (70-100)." in page
+    assert "the floor of one function alone moved by up to 80 µs between processes" in page
     report["targets"] = []
     assert "Small calls" not in make_performance.page(report, _meta(quick=True))

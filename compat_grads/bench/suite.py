@@ -129,12 +129,6 @@ def _find(ratios, workload_start, recipe_start):
     return None
 
 
-def own_cost_us(measures, workload):
-    """Microseconds our call takes over its concrete function called directly, in a
-    per-call workload (None where the floor was not measured)."""
-    return _own_cost({m["recipe"]: m["ms"] for m in measures if m["workload"] == workload})
-
-
 def _ratios_of(ms) -> dict:
     """{recipe: their ms / our eager ms} of one workload's {recipe: ms}."""
     ours = next(t for recipe, t in ms.items() if recipe.startswith(workloads.OURS)
@@ -161,6 +155,11 @@ def _own_cost(ms):
     return None if ours is None or floor is None else (ours - floor) * 1e3
 
 
+OTHER_KERNELS = ": not TensorFlow's pick here"
+"""The end of a goal measured under kernels TensorFlow does not pick on the machine: shown,
+not judged (`verdict.met_text`)."""
+
+
 def _cnn_goals(workload, kernels) -> list:
     """(what, recipe, goal) of a per-example CNN workload's goals: 2x vectorized_map under
     the kernels TensorFlow picks on this machine, within 3x of one batched gradient, and
@@ -168,7 +167,7 @@ def _cnn_goals(workload, kernels) -> list:
     onednn = workload.endswith(workloads.ONEDNN) or kernels.get("here", False)
     vectorized = (f"per_example_gradients eager vs {workloads.VECTORIZED}"
                   + ("" if onednn == kernels.get("tensorflow_default", onednn) else
-                     f", {'oneDNN' if onednn else 'Eigen'}: not TensorFlow's pick here"))
+                     f", {'oneDNN' if onednn else 'Eigen'}{OTHER_KERNELS}"))
     goals = [(vectorized, workloads.VECTORIZED, CNN_GOALS[0]),
              ("per_example_gradients eager vs one batched gradient", workloads.FLOOR,
               CNN_GOALS[1])]
@@ -201,8 +200,9 @@ def _speed_targets(report) -> list:
         if found and found["measured"] is not None:
             _add(out, what, found["measured"], goal, at_least)
             out[-1].update(found)
-            out[-1]["tie"] = bool(not out[-1]["met"] and verdict.same_graph(workload)
-                                  and found["measured"] >= verdict.TIE)
+            out[-1]["tie"] = bool(verdict.is_tie(out[-1], workload, at_least))
+            if OTHER_KERNELS in what:
+                out[-1]["judged"] = False
 
     for workload in single:
         judge(f"never slower than TensorFlow's best in tf.function ({workload})", workload,

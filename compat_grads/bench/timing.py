@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -13,6 +14,24 @@ import time
 SLOW = 30
 """A function whose call takes more than this many times the fastest one's is timed after
 the others (among the slow ones), not interleaved with them."""
+
+
+_KEEP = [lambda recipe: True]
+
+
+@contextlib.contextmanager
+def only(keep):
+    """Inside: the workloads check and time only the recipes `keep(name)` accepts (`kept`)."""
+    _KEEP.append(keep)
+    try:
+        yield
+    finally:
+        _KEEP.pop()
+
+
+def kept(recipe: str) -> bool:
+    """Whether the workloads check and time `recipe` here (`only`)."""
+    return _KEEP[-1](recipe)
 
 
 def interleaved_ms(fns: dict, repeats: int, sample_s: float = 0.02) -> dict:

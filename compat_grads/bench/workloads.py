@@ -5,13 +5,13 @@ Every workload checks that each recipe computes what ours computes before timing
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 
 import numpy as np
 
 import compat_grads as cg
 from compat_grads._src.core.tf import keras2, tf
+from compat_grads.bench import timing
 from compat_grads.bench.timing import interleaved_ms
 
 try:  # optional: pip install "compat_grads[bench]" jax
@@ -76,23 +76,10 @@ def _nested_tapes(f, x):
     return outer.batch_jacobian(gradient, x)
 
 
-_KEEP = [lambda recipe: True]
-
-
-@contextlib.contextmanager
-def only(keep):
-    """Inside: the workloads check and time only the recipes `keep(name)` accepts."""
-    _KEEP.append(keep)
-    try:
-        yield
-    finally:
-        _KEEP.pop()
-
-
 def _time(workload, recipes, reference, repeats, as_array=np.asarray, unchecked=()):
     """Checks every recipe (but those `unchecked`, which the workload checked otherwise)
-    against `reference`, then times them side by side (those `only` keeps)."""
-    recipes = {name: fn for name, fn in recipes.items() if _KEEP[-1](name)}
+    against `reference`, then times them side by side (those `timing.only` keeps)."""
+    recipes = {name: fn for name, fn in recipes.items() if timing.kept(name)}
     want = as_array(reference())
     for name, fn in recipes.items():
         if name in unchecked:
@@ -405,6 +392,7 @@ def _check_shared_work(got, per_example):
 
 OVERHEAD_FUNCTIONS = ("stacked_jacobian", "per_element_gradients", "jvp", "vjp", "hessian",
                       "batch_jacobian")
+"""The functions `call_overhead` times, each its own workload."""
 
 
 def call_overhead(function, repeats):

@@ -1,5 +1,5 @@
 """When `jit_compile=True` pays, per function: `python -m compat_grads.bench.xla_choice
-[--quick] [--json FILE]`.
+[--quick] [--json FILE]` (its processes run Eigen's kernels, as the suite's rows: `ENV`).
 
 For each function on the workloads the suite holds against JAX (and per-example gradients),
 with and without XLA: the first call (tracing, and XLA's compile, in a fresh process each,
@@ -16,15 +16,20 @@ import json
 import sys
 import time
 
+ENV = {"TF_ENABLE_ONEDNN_OPTS": "0"}
+"""The processes' environment: Eigen's kernels, as the suite's rows (`docs/make_performance.py`)
+and tox run them."""
 CASES = ("stacked_jacobian: tall 4000x500", "stacked_jacobian: wide 100x5000",
          "stacked_jacobian: square MLP", "batch_jacobian: MLP b=128",
          "per_element_gradients: J·1 4000x500", "batch_hessian: b=1024, d=8",
          "batch_hessian: b=1024, d=32", "per_example_gradients: MLP b=256",
          "per_example_gradients: CNN b=256")
+"""Each case: the function, then the workload (the suite's, with its sizes)."""
 QUICK_SIZES = {"tall": (40, 5), "wide": (5, 40), "square": 8, "batch": (4, 6), "hessian": 4,
                "per_example": 4}
 FULL_SIZES = {"tall": (4000, 500), "wide": (100, 5000), "square": 256, "batch": (128, 32),
               "hessian": 1024, "per_example": 256}
+"""The sizes of the cases: the suite's (`compat_grads.bench.sizes.FULL`), or tiny ones."""
 
 
 def _case(name: str, sizes: dict):
@@ -110,18 +115,22 @@ def run(quick: bool = False, log=print) -> dict:
     first call in a fresh process."""
     from compat_grads.bench.timing import in_subprocess
 
-    repeats = 2 if quick else 15
+    repeats, kernels = 2 if quick else 15, set()
     rows = []
-    for name in CASES[:2] if quick else CASES:
+    for name in CASES[:1] if quick else CASES:
         log(f"xla choice: {name}")
-        first = {kind: in_subprocess("compat_grads.bench.xla_choice",
-                                     ["first", name, int(jit), int(quick)])["ms"]
-                 for kind, jit in (("default", False), ("xla", True))}
+        first = {}
+        for kind, jit in (("default", False), ("xla", True)):
+            found = in_subprocess("compat_grads.bench.xla_choice",
+                                  ["first", name, int(jit), int(quick)], env=ENV)
+            first[kind] = found["ms"]
+            kernels.add(found["onednn"])
         steady = in_subprocess("compat_grads.bench.xla_choice",
-                               ["steady", name, int(quick), repeats])
+                               ["steady", name, int(quick), repeats], env=ENV)
+        kernels.add(steady.pop("onednn"))
         rows.append({"case": name, "first_ms": first, "ms": steady,
                      "breakeven": breakeven(first, steady)})
-    return {"cases": rows, "quick": quick}
+    return {"cases": rows, "quick": quick, "onednn": sorted(kernels)}
 
 
 def breakeven(first: dict, steady: dict) -> float | None:
@@ -134,11 +143,17 @@ def breakeven(first: dict, steady: dict) -> float | None:
 
 
 def main(argv) -> int:
+    """The command line (see the module's docstring); `first CASE JIT QUICK` and `steady CASE
+    QUICK REPEATS` are one process's part of `run`, with whether it ran oneDNN's kernels."""
+    from compat_grads.bench.onednn import kernels_on
+
     if argv and argv[0] == "first":
-        print(json.dumps({"ms": first_ms(argv[1], bool(int(argv[2])), bool(int(argv[3])))}))
+        print(json.dumps({"ms": first_ms(argv[1], bool(int(argv[2])), bool(int(argv[3]))),
+                          "onednn": kernels_on()}))
         return 0
     if argv and argv[0] == "steady":
-        print(json.dumps(steady_ms(argv[1], bool(int(argv[2])), int(argv[3]))))
+        print(json.dumps({**steady_ms(argv[1], bool(int(argv[2])), int(argv[3])),
+                          "onednn": kernels_on()}))
         return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true")
