@@ -148,8 +148,39 @@ def _side_by_side(report) -> list:
             "tables below). The misses",
             "are explained in :ref:`the notes below <side-by-side-notes>`.", "",
             *_table(("workload", *suite.AGAINST_BEST), rows, (28, 18, 18, 18, 18)),
-            *notes, *SIDE_BY_SIDE_NOTES, *_xla_per_example_note(report), *_onednn_note(report),
+            *notes, *SIDE_BY_SIDE_NOTES, *_j1_note(report), *_xla_per_example_note(report),
+            *_onednn_note(report),
             *_own_cost_note(report)]
+
+
+def _j1_note(report) -> list:
+    """Why J·1 trails JAX: what TensorFlow takes for the primal product alone, and reading
+    A once, from the J·1 workload's rows."""
+    from compat_grads.bench import workloads
+
+    ms = {m["recipe"]: m["ms"] for m in report["measures"] if m["workload"].startswith("J·1")}
+    ours, xla = ms.get(workloads.OURS + " per_element_gradients, eager"), ms.get(
+        workloads.XLA.format("per_element_gradients"))
+    jax, primal = ms.get("jax.jit(jvp)"), ms.get(workloads.PRIMAL)
+    (two, _), (once, _) = workloads.J1_BY_HAND
+    if None in (ours, jax, primal) or two not in ms or once not in ms:
+        return []
+    with_xla = "" if xla is None else (
+        f"; with ``jit_compile=True`` {xla:.3f} ms, {jax / xla:.2f}")
+    floor = (f"already cost {primal / jax:.1f}x JAX's two products, so no J·1 built of "
+             "TensorFlow's ops reaches JAX here" if primal > jax else
+             f"cost {primal / jax:.2f}x JAX's two products")
+    once_text = "does not help" if ms[once] >= ms[two] else "helps"
+    return [
+        "- **J·1: TensorFlow's floor.** The J·1 of ``tanh(A x)`` (A 4,000 x 500, 8 MB) is",
+        f"  ``A x`` and ``A 1``. JAX's compiled J·1 took {jax:.3f} ms, ours {ours:.3f} ms",
+        f"  ({jax / ours:.2f} of JAX's speed{with_xla}), and the primal product ``A x`` alone",
+        f"  in ``tf.function`` {primal:.3f} ms: TensorFlow's call and its one-column",
+        f"  ``MatMul`` {floor}. Reading A once {once_text} under these kernels: J·1 by hand",
+        f"  with one ``MatMul`` of A by the two columns ``[x, 1]`` took {ms[once]:.3f} ms",
+        f"  against {ms[two]:.3f} ms with two of one column. JAX's recipe takes A as an",
+        "  argument of its compiled function, as TensorFlow's recipes read theirs (with a",
+        "  closed-over numpy A, XLA folds ``A 1`` when it compiles: one product fewer).", ""]
 
 
 def _own_cost_note(report) -> list:
@@ -299,13 +330,6 @@ SIDE_BY_SIDE_NOTES = [
     "  back, and each op costs the executor a few microseconds. ``jax.jit`` compiles the",
     "  whole computation into a few fused loops. With ``jit_compile=True`` our graph is",
     "  compiled by the same XLA and the last column shows where that closes the gap.",
-    "- **J·1: JAX's recipe computes ``A 1`` when it compiles.** The J·1 of ``tanh(A x)``",
-    "  is ``A x`` and ``A 1``: TensorFlow runs two ``MatMul`` ops of one column each, each",
-    "  reading the 8 MB of ``A``. In JAX's recipe ``A`` is a constant of the compiled",
-    "  program and the tangent is ones, so XLA folds ``A 1`` into a constant at compile",
-    "  time: its optimized program has one ``dot``; with ``A`` passed as an argument it has",
-    "  two. The J·1 row against JAX compares unequal work: JAX with ``A`` an argument is",
-    "  still ahead of ours, by less.",
     "- **jit_compile stays False by default.** XLA pays for itself only once its compile",
     "  (a few hundred milliseconds on the first call with each input shape) has been",
     "  repaid by later calls with the same shapes, and nothing known while building the",
@@ -671,8 +695,8 @@ def _traces_section(traces) -> list:
               "with TensorFlow's BFC allocator), each also over one gradient pass's. The",
               "forward Laplacian carries its directions through every layer, a gradient pass",
               "one; by default it takes them in chunks (as many as keep the largest tensor of",
-              "tangents within 4 MiB, in at most 16 chunks: 29 directions at b=512, d=200, 15",
-              "at b=1024, d=100), ``chunk_size=d`` all at once;", *_few_directions(traces), "",
+              "tangents within 1 MiB: 8 directions at b=512, d=200, 4 at b=1024, d=100, one",
+              "loop step each), ``chunk_size=d`` all at once;", *_few_directions(traces), "",
               *_table(("b, d", "what", "peak RSS rise MB", "/ gradient", "allocator peak MB",
                        "/ gradient"),
                       [(f"{r['b']}, {r['d']}", r["what"], f"{r['peak_rss_delta_mb']:.1f}",
@@ -687,16 +711,17 @@ def _traces_section(traces) -> list:
 
 
 def _few_directions(traces) -> list:
-    """What `chunk_size=4` buys in memory and costs in time, from the traces bench."""
+    """What a few directions at a time (`chunk_size=FEW`) buy in memory and cost in time,
+    from the traces bench."""
     from compat_grads.bench import traces as bench
 
-    few = [m for m in traces["memory"] if m["what"] == "batch_laplacian, chunk_size=4"]
+    few = [m for m in traces["memory"] if m["what"] == f"batch_laplacian, chunk_size={bench.FEW}"]
     times = {m["d"]: m["ratio"] for m in traces["measures"]
              if m["workload"] == "Laplacian" and m["recipe"] == bench.OURS_FEW}
     if not few or not times:
         return []
     d, sizes = max(times), "; ".join(f"{m['b']}, {m['d']}" for m in few)
-    return [f"``chunk_size=4`` peaks at {_range(m['allocator_ratio'] for m in few)}x one",
+    return [f"``chunk_size={bench.FEW}`` peaks at {_range(m['allocator_ratio'] for m in few)}x one",
             f"gradient pass's (b, d: {sizes}) and took {times[d]:.2f}x the default's",
             f"time at d={d} (the timing table)."]
 

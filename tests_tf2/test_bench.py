@@ -82,6 +82,14 @@ def test_quick_suite_runs_and_reports(tmp_path):
         "per_example_gradients eager vs eager loop over examples (per-example gradients, "
         "MLP (b=4))",
         "TF1 build time flat: build(largest m) / build(smallest m)"}
+    # J·1's floor (the primal product alone) and J·1 by hand, A read twice and once: both
+    # by-hand rows are TensorFlow recipes in tf.function, so TF's best is the faster
+    j1 = {m["recipe"]: m["ms"] for m in report["measures"] if m["workload"].startswith("J·1")}
+    assert {wl.PRIMAL, *(name for name, _ in wl.J1_BY_HAND)} <= set(j1)
+    workload = next(w for w in workloads if w.startswith("J·1"))
+    ratio = suite._ratios(report["measures"])[workload]
+    assert suite._bests(ratio)[0] == min(ratio[r] for r in ratio if "in tf.function" in r)
+    assert {name for name, _ in wl.J1_BY_HAND} < {r for r in ratio if "in tf.function" in r}
     few = [m["recipe"] for m in report["measures"] if m["workload"].startswith("few rows")]
     assert {"loop of tape.gradient in tf.function", "compat_grads gradient_rows in "
             "tf.function", "compat_grads gradient_row_list in tf.function"} <= set(few)
@@ -212,7 +220,7 @@ def test_traces_bench_has_every_recipe_with_positive_finite_ratios(traces_report
     rows = report["measures"] + report["tf1_graph"] + (report["deepxde"] or [])
     assert all(math.isfinite(r["ratio"]) and r["ratio"] > 0 for r in rows)
     assert [m["what"] for m in report["memory"]] == [
-        "batch_laplacian", "batch_laplacian, chunk_size=4",
+        "batch_laplacian", f"batch_laplacian, chunk_size={traces.FEW}",
         "batch_laplacian, every direction at once (chunk_size=d)",
         "one gradient pass (tape.gradient of sum(u), tf.function)"]
     for memory in report["memory"]:

@@ -316,3 +316,31 @@ def test_performance_page_states_our_own_cost_per_call_from_the_judged_targets()
     assert "the floor of one function alone moved by up to 80 µs between processes" in page
     report["targets"] = []
     assert "Small calls" not in make_performance.page(report, _meta(quick=True))
+
+
+def test_performance_page_explains_j1_against_jax_from_its_rows():
+    """The J·1 note's numbers come from the workload's rows (JAX's, ours, the primal alone,
+    and J·1 by hand reading A twice and once), its claims follow them, and it is left out
+    when a row is missing."""
+    from compat_grads.bench import workloads as wl
+
+    (two, _), (once, _) = wl.J1_BY_HAND
+    ms = {f"{wl.OURS} per_element_gradients, eager": 0.45, wl.PRIMAL: 0.48,
+          "jax.jit(jvp)": 0.30, two: 0.60, once: 1.20,
+          wl.XLA.format("per_element_gradients"): 0.375}
+    report = {"measures": [{"workload": "J·1 (4000x500)", "recipe": r, "ms": v}
+                           for r, v in ms.items()]}
+    note = " ".join(" ".join(make_performance._j1_note(report)).split())
+    assert "JAX's compiled J·1 took 0.300 ms, ours 0.450 ms (0.67 of JAX's speed; with" in note
+    assert "``jit_compile=True`` 0.375 ms, 0.80)" in note
+    assert "alone in ``tf.function`` 0.480 ms" in note
+    assert "already cost 1.6x JAX's two products, so no J·1" in note
+    assert "Reading A once does not help" in note and "1.200 ms against 0.600 ms" in note
+    ms[wl.PRIMAL], ms[once] = 0.24, 0.5
+    report["measures"] = [{"workload": "J·1 (4000x500)", "recipe": r, "ms": v}
+                          for r, v in ms.items()]
+    note = " ".join(" ".join(make_performance._j1_note(report)).split())
+    assert "cost 0.80x JAX's two products" in note and "no J·1" not in note
+    assert "Reading A once helps" in note
+    report["measures"] = report["measures"][:2]
+    assert make_performance._j1_note(report) == []

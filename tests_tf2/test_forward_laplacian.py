@@ -384,15 +384,38 @@ def test_each_trace_chunk_starts_after_the_one_before():
 
 
 def test_the_default_chunk_keeps_the_largest_tangent_small():
-    def chunk(b, width, n):
+    def chunk(b, width, n, looped=False):
         with tf.Graph().as_default():
             x = tf.compat.v1.placeholder(tf.float32, [b, n])
             hidden = tf.tanh(tf.matmul(x, tf.ones([n, width])))
-            return fl._at_once(fl._graph_walk.between([hidden], [x]), n)
+            return fl._at_once(fl._graph_walk.between([hidden], [x]), n, looped)
     assert chunk(1024, 64, 100) == 16  # 4 MiB / (1024 · 64 · 4 bytes)
     assert chunk(8, 8, 10) >= 10  # all at once
     assert chunk(1024, 4096, 64) == 4  # at most WALKS = 16 walks
     assert chunk(None, 64, 100) is None  # an unknown batch: one walk
+    # In a loop (built once): 1 MiB of J, however many directions (so the walk's memory
+    # grows with b, not with b times the directions), one direction at a time at least.
+    assert chunk(1024, 64, 100, looped=True) == chunk(1024, 64, 10000, looped=True) == 4
+    assert chunk(1024, 4096, 64, looped=True) == 1
+    assert chunk(None, 64, 100, looped=True) is None
+
+
+def test_the_laplacians_default_chunk_bounds_its_directions_in_the_loop(monkeypatch):
+    """batch_laplacian by default walks 1 MiB of J a step: 2048 directions through a tanh
+    layer of 64 at b = 512 in float64 (256 KiB a direction) run 4 at a time in one loop,
+    not 128 at a time (at most 16 walks, as chunks walked one after another are bounded)."""
+    walked = []
+
+    class Recorded(fl._Walk):
+        def __init__(self, *args, directions=None, **kwargs):
+            walked.append(directions)
+            super().__init__(*args, directions=directions, **kwargs)
+    monkeypatch.setattr(fl, "_Walk", Recorded)
+    graph = _graph_of(lambda x: fl.propagate(tf.reduce_sum(tf.tanh(
+        tf.matmul(x, tf.ones([2048, 64], x.dtype))), 1), x, batched=True, summed=True),
+        shape=[512, 2048])
+    loops = [op for op in graph.get_operations() if op.type in ("While", "StatelessWhile")]
+    assert len(loops) == 1 and len(walked) == 1 and walked[0][1] == 4
 
 
 def test_chunks_are_evened_out_with_no_padded_directions():

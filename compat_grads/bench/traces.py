@@ -19,8 +19,9 @@ import numpy as np
 
 import compat_grads as cg
 from compat_grads._src.core.tf import tf
+from compat_grads.bench import jax_recipes as jr
 from compat_grads.bench import programs, timing
-from compat_grads.bench.traces_process import MEMORY, mlp, points, scalar_mlp, weights
+from compat_grads.bench.traces_process import FEW, MEMORY, mlp, points, scalar_mlp, weights
 
 try:  # optional: pip install "compat_grads[bench]"
     import jax
@@ -83,28 +84,33 @@ def _batch_jacobian_trace(f):
     return divergence
 
 
+def _jax_mlp(p, x):
+    return mlp(p, jnp)(x)
+
+
 def _jax_laplacians(d, x):
+    """JAX's Laplacians, the weights an argument of the compiled function (`jax_recipes`)."""
     if jax is None:
         return {}
-    f = mlp(weights(d, 1), jnp)
-    u = lambda v: f(v[None])[0, 0]  # noqa: E731 - one sample: R^d -> R
-    xj = jnp.asarray(x.numpy())
-    hessians = jax.jit(lambda x: jnp.trace(jax.vmap(jax.hessian(u))(x), axis1=1, axis2=2))
-    out = {"JAX jit(trace(vmap(hessian)))": lambda: hessians(xj).block_until_ready()}
+
+    def sample(g):  # one sample of the batch model g: R^d -> R
+        return lambda v: g(v[None])[0, 0]
+    out = {"JAX jit(trace(vmap(hessian)))": jr.call(
+        lambda g: lambda x: jnp.trace(jax.vmap(jax.hessian(sample(g)))(x), axis1=1, axis2=2),
+        _jax_mlp, weights(d, 1), x)}
     if folx is not None:
-        forward = jax.jit(jax.vmap(lambda v: folx.forward_laplacian(u)(v).laplacian))
-        out["folx forward_laplacian, jit(vmap)"] = lambda: forward(xj).block_until_ready()
+        out["folx forward_laplacian, jit(vmap)"] = jr.call(
+            lambda g: jax.vmap(lambda v: folx.forward_laplacian(sample(g))(v).laplacian),
+            _jax_mlp, weights(d, 1), x)
     return out
 
 
 def _jax_divergence(d, x):
     if jax is None:
         return {}
-    f = mlp(weights(d, d), jnp)
-    xj = jnp.asarray(x.numpy())
-    div = jax.jit(lambda x: jnp.trace(jax.vmap(jax.jacfwd(lambda v: f(v[None])[0]))(x),
-                                      axis1=1, axis2=2))
-    return {"JAX jit(trace(vmap(jacfwd)))": lambda: div(xj).block_until_ready()}
+    return {"JAX jit(trace(vmap(jacfwd)))": jr.call(
+        lambda g: lambda x: jnp.trace(jax.vmap(jax.jacfwd(lambda v: g(v[None])[0]))(x),
+                                      axis1=1, axis2=2), _jax_mlp, weights(d, d), x)}
 
 
 def _time(workload, d, b, recipes, reference, repeats):
@@ -142,10 +148,7 @@ def laplacian(b, d, repeats):
     return _time("Laplacian", d, b, recipes, OURS, repeats)
 
 
-FEW = 4
 OURS_FEW = f"compat_grads batch_laplacian, chunk_size={FEW}, eager (compiled)"
-"""Ours with fewer directions at a time than the default: what holding the memory table's
-peak within 3x of one gradient pass's costs in time."""
 
 
 def divergence(b, d, repeats):

@@ -76,7 +76,8 @@ def timed(recipe: str) -> bool:
     from compat_grads.bench import workloads
 
     return (recipe.startswith((workloads.OURS, "jax")) or "tf.function" in recipe
-            or recipe in (workloads.CONCRETE, workloads.FLOOR, workloads.SHARED))
+            or recipe in (workloads.CONCRETE, workloads.FLOOR, workloads.SHARED,
+                           workloads.PRIMAL))
 
 
 def run(sizes: dict, quick: bool, env: dict, onednn_env: dict, log=print) -> dict:

@@ -11,12 +11,12 @@ import numpy as np
 
 import compat_grads as cg
 from compat_grads._src.core.tf import keras2, tf
+from compat_grads.bench import jax_recipes as jr
 from compat_grads.bench import timing
 from compat_grads.bench.timing import interleaved_ms
 
 try:  # optional: pip install "compat_grads[bench]" jax
     import jax
-    import jax.numpy as jnp
 except ImportError:  # pragma: no cover - depends on the machine
     jax = None
 
@@ -91,15 +91,6 @@ def _time(workload, recipes, reference, repeats, as_array=np.asarray, unchecked=
     return [Measure(workload, name, ms, ours=name.startswith(OURS)) for name, ms in times.items()]
 
 
-def _jax_jacobians(f_jax, x):
-    if jax is None:
-        return {}
-    xj = jnp.asarray(x.numpy())
-    forward, reverse = jax.jit(jax.jacfwd(f_jax)), jax.jit(jax.jacrev(f_jax))
-    return {"jax.jit(jacfwd)": lambda: forward(xj).block_until_ready(),
-            "jax.jit(jacrev)": lambda: reverse(xj).block_until_ready()}
-
-
 def matrix_jacobian(name, m, n, repeats):
     """y = tanh(A x) with A of shape (m, n): a tall (m > n) or wide (m < n) Jacobian."""
     a_value = (_rng().standard_normal((m, n)) / np.sqrt(n)).astype(np.float32)
@@ -118,7 +109,7 @@ def matrix_jacobian(name, m, n, repeats):
         "vectorized_map(ForwardAccumulator) in tf.function": _functioned(
             lambda x: _accumulator_jacobian(f, x), x),
     }
-    recipes.update(_jax_jacobians(lambda x: jnp.tanh(jnp.asarray(a_value) @ x), x) if jax else {})
+    recipes.update(jr.jacobians(jr.matvec, a_value, x))
     return _time(name, recipes, recipes[f"{OURS} stacked_jacobian, eager"], repeats)
 
 
@@ -139,14 +130,6 @@ def _mlp(sizes, seed=0):
     return mlp, [w.numpy() for w in weights]
 
 
-def _jax_mlp(weights):
-    def mlp(x):
-        for w in weights:
-            x = jnp.tanh(x @ w)
-        return x
-    return mlp
-
-
 def square_mlp(width, repeats):
     mlp, weights = _mlp([width, width, width])
     x = tf.constant(_rng(2).standard_normal(width).astype(np.float32))
@@ -160,9 +143,7 @@ def square_mlp(width, repeats):
         "tape.jacobian, eager": lambda: _tape_jacobian(f, x),
         "tape.jacobian in tf.function": _functioned(lambda x: _tape_jacobian(f, x), x),
     }
-    if jax is not None:
-        f_jax = _jax_mlp(weights)
-        recipes.update(_jax_jacobians(lambda x: f_jax(x[None])[0], x))
+    recipes.update(jr.jacobians(jr.one_sample(jr.mlp), weights, x))
     return _time("square MLP", recipes, recipes[f"{OURS} stacked_jacobian, eager"], repeats)
 
 
@@ -177,10 +158,8 @@ def batch_mlp(batch, features, repeats):
             lambda x: _tape_jacobian(mlp, x, "batch_jacobian"), x),
     }
     if jax is not None:
-        f_jax = _jax_mlp(weights)
-        per_sample = jax.jit(jax.vmap(jax.jacrev(lambda v: f_jax(v[None])[0])))
-        xj = jnp.asarray(x.numpy())
-        recipes["jax.jit(vmap(jacrev))"] = lambda: per_sample(xj).block_until_ready()
+        recipes["jax.jit(vmap(jacrev))"] = jr.call(jr.per_sample(jax.jacrev), jr.mlp, weights,
+                                                   x)
     return _time(f"batch Jacobian of an MLP (b={batch})", recipes,
                  recipes[f"{OURS} batch_jacobian, eager"], repeats)
 
@@ -199,8 +178,12 @@ def per_element(m, n, repeats):
         return acc.jvp(y)
 
     summed = tf.function(lambda x: tf.reduce_sum(_tape_jacobian(f, x), axis=-1))
+    primal = tf.function(lambda x: tf.linalg.matvec(a, x))
+    np.testing.assert_allclose(primal(x), a_value @ x.numpy(), rtol=1e-4, atol=1e-4)
     recipes = {
         f"{OURS} per_element_gradients, eager": lambda: cg.per_element_gradients(f, x),
+        PRIMAL: lambda: primal(x),
+        **{name: _functioned(_j1_by_hand(a, stacked), x) for name, stacked in J1_BY_HAND},
         XLA.format("per_element_gradients"): lambda: cg.per_element_gradients(
             f, x, jit_compile=True),
         "tape.jacobian then reduce_sum, eager": lambda: tf.reduce_sum(
@@ -209,11 +192,30 @@ def per_element(m, n, repeats):
         "eager ForwardAccumulator, one product": accumulate,
     }
     if jax is not None:
-        xj, f_jax = jnp.asarray(x.numpy()), lambda x: jnp.tanh(jnp.asarray(a_value) @ x)
-        jvp = jax.jit(lambda x: jax.jvp(f_jax, (x,), (jnp.ones_like(x),))[1])
-        recipes["jax.jit(jvp)"] = lambda: jvp(xj).block_until_ready()
+        recipes["jax.jit(jvp)"] = jr.call(jr.ones_product, jr.matvec, a_value, x)
     return _time(f"J·1 ({m}x{n})", recipes, recipes[f"{OURS} per_element_gradients, eager"],
-                 repeats)
+                 repeats, unchecked=(PRIMAL,))
+
+
+PRIMAL = "the product A x alone, compiled (TensorFlow's floor for J·1)"
+"""J·1's floor: the primal's one MatMul of A (checked against numpy), what every J·1 route
+runs before its tangent's."""
+J1_BY_HAND = (("by hand: A x and A 1, two MatMuls, in tf.function", False),
+              ("by hand: A [x, 1], one MatMul reading A once, in tf.function", True))
+
+
+def _j1_by_hand(a, stacked):
+    """J·1 of tanh(A x) written out, (1 - tanh(A x)²) A 1: A read by two MatMuls of one
+    column, or by one of the two columns [x, 1] (`stacked`)."""
+    def j1(x):
+        if stacked:
+            both = tf.matmul(a, tf.stack([x, tf.ones_like(x)], axis=1))
+            pre, tangent = both[:, 0], both[:, 1]
+        else:
+            pre, tangent = tf.linalg.matvec(a, x), tf.linalg.matvec(a, tf.ones_like(x))
+        y = tf.tanh(pre)
+        return (1 - y * y) * tangent
+    return j1
 
 
 def per_sample_hessian(batch, features, repeats):
@@ -233,10 +235,8 @@ def per_sample_hessian(batch, features, repeats):
             lambda x: _nested_tapes(f, x), x),
     }
     if jax is not None:
-        f_jax = _jax_mlp(weights)
-        hessians = jax.jit(jax.vmap(jax.hessian(lambda v: f_jax(v[None])[0, 0])))
-        xj = jnp.asarray(x.numpy())
-        recipes["jax.jit(vmap(hessian))"] = lambda: hessians(xj).block_until_ready()
+        recipes["jax.jit(vmap(hessian))"] = jr.call(
+            jr.per_sample(lambda g: jax.hessian(lambda v: g(v)[0])), jr.mlp, weights, x)
     return _time(f"per-sample Hessian (b={batch}, d={features})", recipes,
                  recipes[f"{OURS} batch_hessian, eager"], repeats)
 

@@ -79,7 +79,7 @@ def propagate(target, source, *, batched: bool, summed: bool, chunk: int | None 
     Raises Unsupported when an op on the path has no rule (or shapes/ranks needed are not
     statically known where a rule needs them, or TF1 control flow is on the path).
     """
-    chunk, n = _chunk(target, source, batched, chunk)
+    chunk, n = _chunk(target, source, batched, chunk, looped=True)
     if chunk is None:
         return _walked(target, _Walk(source, batched, summed))
     # before the loop: an op without a rule builds nothing
@@ -128,11 +128,11 @@ def reduced_tangents(target, source, *, batched: bool, reduce, chunk: int | None
     return None if parts[0] is None else tf.add_n(parts)
 
 
-def _chunk(target, source, batched, chunk):
-    """(directions per walk, n), or (None, n) for one walk of all n."""
+def _chunk(target, source, batched, chunk, looped=False):
+    """(directions per walk, n), or (None, n) for one walk of all n (`looped`: in a loop)."""
     n = size_of(source, batched)
     if n is not None and chunk is None:
-        chunk = _at_once(_graph_walk.between([target], [value_of(source)]), n)
+        chunk = _at_once(_graph_walk.between([target], [value_of(source)]), n, looped)
     if chunk is None or n is None or chunk >= n:
         return None, n
     return -(-n // -(-n // chunk)), n  # as many chunks, evened out: no padded directions
@@ -147,21 +147,22 @@ def _in_chunks(n, chunk, part):
     return parts
 
 
-# Directions in flight by default: as many as keep the largest J on the path within
-# _CHUNK_BYTES (measured, tanh MLP 3x64, b = 1024, d = 100: chunks of 10-20 directions ran
-# 4x faster than all 100 at once, and 50 at once 2x slower than 20), in at most WALKS walks
-# (each walk is a copy of the target's ops in the graph).
-_CHUNK_BYTES, WALKS = 4 * 2 ** 20, 16
+# Directions in flight by default: as many as keep the largest J on the path within some
+# bytes. Walks one after another (`reduced_tangents`, each a copy of the target's ops):
+# _CHUNK_BYTES, in at most WALKS walks. In a loop (`propagate`, built once): a cache-sized
+# _LOOP_CHUNK_BYTES, however many chunks, so memory grows with b, not with the directions.
+_CHUNK_BYTES, WALKS, _LOOP_CHUNK_BYTES = 4 * 2 ** 20, 16, 2 ** 20
 
 
-def _at_once(ops, n):
+def _at_once(ops, n, looped=False):
     """The directions of one walk: None (all n) where a tensor's size is unknown."""
     sizes = [(t.shape.num_elements(), t.dtype.size) for op in ops for t in op.outputs
              if t.dtype.is_floating]
     if not sizes or any(elements is None for elements, _ in sizes):
         return None
-    chunk = max(1, _CHUNK_BYTES // max(1, max(e * size for e, size in sizes)))
-    return max(chunk, -(-n // WALKS))
+    largest = max(1, max(e * size for e, size in sizes))
+    chunk = max(1, (_LOOP_CHUNK_BYTES if looped else _CHUNK_BYTES) // largest)
+    return chunk if looped else max(chunk, -(-n // WALKS))
 
 
 @tf.autograph.experimental.do_not_convert
