@@ -393,16 +393,16 @@ def test_the_default_chunk_keeps_the_largest_tangent_small():
     assert chunk(8, 8, 10) >= 10  # all at once
     assert chunk(1024, 4096, 64) == 4  # at most WALKS = 16 walks
     assert chunk(None, 64, 100) is None  # an unknown batch: one walk
-    # In a loop (built once): 1 MiB of J, however many directions (so the walk's memory
-    # grows with b, not with b times the directions), one direction at a time at least.
-    assert chunk(1024, 64, 100, looped=True) == chunk(1024, 64, 10000, looped=True) == 4
-    assert chunk(1024, 4096, 64, looped=True) == 1
+    # In a loop (built once): 4 MiB of J too, however many directions (so the walk's
+    # memory grows with b, not with b times the directions), one direction at least.
+    assert chunk(1024, 64, 100, looped=True) == chunk(1024, 64, 10000, looped=True) == 16
+    assert chunk(1024, 4096, 64, looped=True) == 1  # not n / WALKS = 4
     assert chunk(None, 64, 100, looped=True) is None
 
 
 def test_the_laplacians_default_chunk_bounds_its_directions_in_the_loop(monkeypatch):
-    """batch_laplacian by default walks 1 MiB of J a step: 2048 directions through a tanh
-    layer of 64 at b = 512 in float64 (256 KiB a direction) run 4 at a time in one loop,
+    """batch_laplacian by default walks 4 MiB of J a step: 2048 directions through a tanh
+    layer of 64 at b = 512 in float64 (256 KiB a direction) run 16 at a time in one loop,
     not 128 at a time (at most 16 walks, as chunks walked one after another are bounded)."""
     walked = []
 
@@ -415,7 +415,20 @@ def test_the_laplacians_default_chunk_bounds_its_directions_in_the_loop(monkeypa
         tf.matmul(x, tf.ones([2048, 64], x.dtype))), 1), x, batched=True, summed=True),
         shape=[512, 2048])
     loops = [op for op in graph.get_operations() if op.type in ("While", "StatelessWhile")]
-    assert len(loops) == 1 and len(walked) == 1 and walked[0][1] == 4
+    assert len(loops) == 1 and len(walked) == 1 and walked[0][1] == 16
+
+
+def test_the_budgets_chunk_only_bounds_the_walks_default():
+    """chunk_size="auto": the memory budget's chunk (from the products' model: 500 of 2048
+    directions fit) bounds the walk's default (32 of 128 KiB), not replaces it (at
+    b=512, d=1000 it did: 259 MB and 1.3-1.5x the time of the default); an explicit
+    chunk is kept."""
+    with tf.Graph().as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [512, 2048])
+        u = tf.reduce_sum(tf.tanh(tf.matmul(x, tf.ones([2048, 64]))), 1)
+        assert fl._chunk(u, x, True, 500, looped=True, at_most=True) == (32, 2048)
+        assert fl._chunk(u, x, True, 4, looped=True, at_most=True) == (4, 2048)
+        assert fl._chunk(u, x, True, 500, looped=True) == (410, 2048)  # 5 evened chunks
 
 
 def test_chunks_are_evened_out_with_no_padded_directions():

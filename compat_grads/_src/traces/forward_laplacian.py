@@ -63,7 +63,8 @@ _CONSTANT = frozenset({"StopGradient", "PreventGradient", "ZerosLike", "OnesLike
 
 
 @tf.autograph.experimental.do_not_convert
-def propagate(target, source, *, batched: bool, summed: bool, chunk: int | None = None):
+def propagate(target, source, *, batched: bool, summed: bool, chunk: int | None = None,
+              at_most: bool = False):
     """S at `target`.
 
     batched=False: n = number of elements of `source`; direction j is the one-hot at flat
@@ -75,11 +76,11 @@ def propagate(target, source, *, batched: bool, summed: bool, chunk: int | None 
       not summed -> [n] + target.shape.
     chunk: at most this many directions in flight, when n is known statically: one walk in
       a `tf.while_loop` over the chunks (built once, whatever their number), their S summed
-      or joined along the directions.
+      or joined along the directions. `at_most`: fewer where the default chunk is smaller.
     Raises Unsupported when an op on the path has no rule (or shapes/ranks needed are not
     statically known where a rule needs them, or TF1 control flow is on the path).
     """
-    chunk, n = _chunk(target, source, batched, chunk, looped=True)
+    chunk, n = _chunk(target, source, batched, chunk, looped=True, at_most=at_most)
     if chunk is None:
         return _walked(target, _Walk(source, batched, summed))
     # before the loop: an op without a rule builds nothing
@@ -98,15 +99,11 @@ def _looped(target, source, batched, summed, n, chunk):
         if S is None:
             return i + 1, total
         return i + 1, total + S if summed else total.write(i, S)
-    dtype = target.dtype.base_dtype
-    start = (tf.zeros_like(target) if summed
-             else tf.TensorArray(dtype, size=steps, element_shape=tf.TensorShape(
-                 [chunk]).concatenate(target.shape)))
+    start = (tf.zeros_like(target) if summed else tf.TensorArray(
+        target.dtype.base_dtype, size=steps, element_shape=[chunk, *target.shape]))
     _, total = tf.while_loop(lambda i, _: i < steps, body, (tf.constant(0), start),
                              parallel_iterations=1)
-    if not connected[0]:
-        return None
-    return total if summed else total.concat()[:n]
+    return None if not connected[0] else total if summed else total.concat()[:n]
 
 
 @tf.autograph.experimental.do_not_convert
@@ -128,11 +125,12 @@ def reduced_tangents(target, source, *, batched: bool, reduce, chunk: int | None
     return None if parts[0] is None else tf.add_n(parts)
 
 
-def _chunk(target, source, batched, chunk, looped=False):
+def _chunk(target, source, batched, chunk, looped=False, at_most=False):
     """(directions per walk, n), or (None, n) for one walk of all n (`looped`: in a loop)."""
     n = size_of(source, batched)
-    if n is not None and chunk is None:
-        chunk = _at_once(_graph_walk.between([target], [value_of(source)]), n, looped)
+    if n is not None and (chunk is None or at_most):
+        default = _at_once(_graph_walk.between([target], [value_of(source)]), n, looped)
+        chunk = default if chunk is None or default is None else min(chunk, default)
     if chunk is None or n is None or chunk >= n:
         return None, n
     return -(-n // -(-n // chunk)), n  # as many chunks, evened out: no padded directions
@@ -147,11 +145,12 @@ def _in_chunks(n, chunk, part):
     return parts
 
 
-# Directions in flight by default: as many as keep the largest J on the path within some
-# bytes. Walks one after another (`reduced_tangents`, each a copy of the target's ops):
-# _CHUNK_BYTES, in at most WALKS walks. In a loop (`propagate`, built once): a cache-sized
-# _LOOP_CHUNK_BYTES, however many chunks, so memory grows with b, not with the directions.
-_CHUNK_BYTES, WALKS, _LOOP_CHUNK_BYTES = 4 * 2 ** 20, 16, 2 ** 20
+# Directions in flight by default: as many as keep the largest J on the path within
+# _CHUNK_BYTES (past it, BFC's bins grew the peak 1.5x). Walks one after another
+# (`reduced_tangents`, each a copy of the target's ops): in at most WALKS walks. In a loop
+# (`propagate`, built once): however many steps, so memory grows with b, not with the
+# directions (at least n / WALKS of them a step made it grow with d as well).
+_CHUNK_BYTES, WALKS = 4 * 2 ** 20, 16
 
 
 def _at_once(ops, n, looped=False):
@@ -161,7 +160,7 @@ def _at_once(ops, n, looped=False):
     if not sizes or any(elements is None for elements, _ in sizes):
         return None
     largest = max(1, max(e * size for e, size in sizes))
-    chunk = max(1, (_LOOP_CHUNK_BYTES if looped else _CHUNK_BYTES) // largest)
+    chunk = max(1, _CHUNK_BYTES // largest)
     return chunk if looped else max(chunk, -(-n // WALKS))
 
 

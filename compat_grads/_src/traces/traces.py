@@ -40,8 +40,10 @@ def diagonals(backend, flat, how, batched=False, summed=False, propagate=True):
             (x.shape[1:] if batched else x.shape).num_elements() == 1 for x in flat):
         return _one_direction(backend, flat, batched, summed)
     walk = _walk_how(backend, flat, how, batched, looped=True) if propagate else None
+    # "auto": the budget's chunk only bounds the walk's own default (the budget's model
+    # holds the products' rows; more directions at once only slowed the walk down)
     fast = None if walk is None else _propagated(backend, flat, batched, summed,
-                                                 walk.chunk_size)
+                                                 walk.chunk_size, how.chunk_size == _memory.AUTO)
     if fast is not None:
         return fast
     gradient = backend.vjp_backend(lambda targets: [st.ones_of(targets[0])])
@@ -152,7 +154,7 @@ def _walk_how(backend, flat, how, batched, looped=False):
     return how
 
 
-def _propagated(backend, flat, batched, summed, chunk=None):
+def _propagated(backend, flat, batched, summed, chunk=None, at_most=False):
     """The forward Laplacian's diagonals (or sums), or None where it does not apply: eager
     tensors have no graph to walk; an op without a rule warns and takes the products."""
     target = backend.target
@@ -160,7 +162,8 @@ def _propagated(backend, flat, batched, summed, chunk=None):
         return None
     try:
         found = [_forward_laplacian.propagate(target, x, batched=batched, summed=summed,
-                                              chunk=chunk) for x in backend.differentiated()]
+                                              chunk=chunk, at_most=at_most)
+                 for x in backend.differentiated()]
     except _forward_laplacian.Unsupported as err:
         warn(message(backend.function, f"the forward Laplacian has no rule for {err.reason}",
                      "Computed with forward-over-reverse products instead: same values, "
