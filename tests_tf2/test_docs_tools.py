@@ -335,6 +335,7 @@ def test_performance_page_explains_j1_against_jax_from_its_rows():
     assert "JAX's compiled J·1 took 0.300 ms, ours 0.450 ms (0.67 of JAX's speed; with" in note
     assert "``jit_compile=True`` 0.375 ms, 0.80)" in note
     assert "alone in ``tf.function`` 0.480 ms" in note
+    assert note.startswith("- **J·1: TensorFlow's floor.** The J·1 (4000x500) of")
     assert "already cost 1.6x JAX's two products, so no J·1" in note
     assert "Reading A once does not help" in note and "1.200 ms against 0.600 ms" in note
     ms[wl.PRIMAL], ms[once] = 0.24, 0.5

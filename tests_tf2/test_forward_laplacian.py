@@ -2,6 +2,8 @@
 graph
 of TF2, against the diagonal and trace of a nested-tape Hessian, in float64."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -400,17 +402,23 @@ def test_the_default_chunk_keeps_the_largest_tangent_small():
     assert chunk(None, 64, 100, looped=True) is None
 
 
-def test_the_laplacians_default_chunk_bounds_its_directions_in_the_loop(monkeypatch):
-    """batch_laplacian by default walks 4 MiB of J a step: 2048 directions through a tanh
-    layer of 64 at b = 512 in float64 (256 KiB a direction) run 16 at a time in one loop,
-    not 128 at a time (at most 16 walks, as chunks walked one after another are bounded)."""
-    walked = []
+@pytest.fixture
+def walked(monkeypatch):
+    """The directions (first, count) of each walk built while the test runs."""
+    built = []
 
     class Recorded(fl._Walk):
         def __init__(self, *args, directions=None, **kwargs):
-            walked.append(directions)
+            built.append(directions)
             super().__init__(*args, directions=directions, **kwargs)
     monkeypatch.setattr(fl, "_Walk", Recorded)
+    return built
+
+
+def test_the_laplacians_default_chunk_bounds_its_directions_in_the_loop(walked):
+    """batch_laplacian by default walks 4 MiB of J a step: 2048 directions through a tanh
+    layer of 64 at b = 512 in float64 (256 KiB a direction) run 16 at a time in one loop,
+    not 128 at a time (at most 16 walks, as chunks walked one after another are bounded)."""
     graph = _graph_of(lambda x: fl.propagate(tf.reduce_sum(tf.tanh(
         tf.matmul(x, tf.ones([2048, 64], x.dtype))), 1), x, batched=True, summed=True),
         shape=[512, 2048])
@@ -418,17 +426,29 @@ def test_the_laplacians_default_chunk_bounds_its_directions_in_the_loop(monkeypa
     assert len(loops) == 1 and len(walked) == 1 and walked[0][1] == 16
 
 
-def test_the_budgets_chunk_only_bounds_the_walks_default():
-    """chunk_size="auto": the memory budget's chunk (from the products' model: 500 of 2048
-    directions fit) bounds the walk's default (32 of 128 KiB), not replaces it (at
-    b=512, d=1000 it did: 259 MB and 1.3-1.5x the time of the default); an explicit
-    chunk is kept."""
-    with tf.Graph().as_default():
-        x = tf.compat.v1.placeholder(tf.float32, [512, 2048])
-        u = tf.reduce_sum(tf.tanh(tf.matmul(x, tf.ones([2048, 64]))), 1)
-        assert fl._chunk(u, x, True, 500, looped=True, at_most=True) == (32, 2048)
-        assert fl._chunk(u, x, True, 4, looped=True, at_most=True) == (4, 2048)
-        assert fl._chunk(u, x, True, 500, looped=True) == (410, 2048)  # 5 evened chunks
+@pytest.mark.parametrize("given", ["auto", "a budget's chunk of 500", 500])
+def test_the_budgets_chunk_only_bounds_the_walks_default(monkeypatch, walked, given):
+    """chunk_size="auto": the memory budget's chunk (from the products' model: it asked for
+    500 of 1000 directions at b=512, d=1000) bounds the loop's default (32 directions of
+    128 KiB), and the plans say what the walk runs (a retry halves that); an explicit chunk
+    is kept (500 of 2048 directions: 5 evened steps of 410)."""
+    import compat_grads as cg
+    from compat_grads._src import memory
+    from compat_grads._src.traces import traces
+
+    if given != 500:
+        fit = memory.fit
+        monkeypatch.setattr(traces._memory, "fit", lambda *args, **kwargs: dataclasses.replace(
+            fit(*args, **kwargs), chunk_size=500 if given != "auto" else None))
+    w = tf.ones([2048, 64])
+    u = lambda x: tf.reduce_sum(tf.tanh(x @ w), 1)  # noqa: E731
+    with cg.memory_plans() as plans:
+        tf.function(lambda x: cg.batch_laplacian(
+            u, x, chunk_size=given if given == 500 else "auto")).get_concrete_function(
+                tf.TensorSpec([512, 2048], tf.float32))
+    assert len(walked) == 1 and walked[0][1] == (410 if given == 500 else 32)
+    assert [(p.chunk_size, p.pieces) for p in plans] == (
+        [(500, 5)] if given == 500 else [(32, 64)])
 
 
 def test_chunks_are_evened_out_with_no_padded_directions():

@@ -19,10 +19,6 @@ except ImportError:  # pragma: no cover - depends on the machine
     jax = None
 
 
-def available() -> bool:
-    return jax is not None
-
-
 def call(derivative, f, params, x):
     """A timed recipe: `derivative(lambda v: f(params, v))(x)` under `jax.jit`, `params` (a
     pytree of arrays) an argument of the compiled function."""

@@ -53,8 +53,8 @@ from compat_grads._src.traces.linear_jets import (
 from compat_grads._src.traces.matrix_jets import RULES as MATRIX_RULES
 from compat_grads._src.traces.matrix_jets import matmul
 
-__all__ = ["WALKS", "Unsupported", "ops_with_rules", "propagate", "reduced_tangents",
-           "tangents"]
+__all__ = ["WALKS", "Unsupported", "default_chunk", "ops_with_rules", "propagate",
+           "reduced_tangents", "tangents"]
 
 # Ops whose outputs are constants to tf.gradients (no gradient flows through them), and the
 # piecewise-constant ones (derivative zero wherever it exists, as tf.gradients gives it).
@@ -63,8 +63,7 @@ _CONSTANT = frozenset({"StopGradient", "PreventGradient", "ZerosLike", "OnesLike
 
 
 @tf.autograph.experimental.do_not_convert
-def propagate(target, source, *, batched: bool, summed: bool, chunk: int | None = None,
-              at_most: bool = False):
+def propagate(target, source, *, batched: bool, summed: bool, chunk: int | None = None):
     """S at `target`.
 
     batched=False: n = number of elements of `source`; direction j is the one-hot at flat
@@ -76,11 +75,11 @@ def propagate(target, source, *, batched: bool, summed: bool, chunk: int | None 
       not summed -> [n] + target.shape.
     chunk: at most this many directions in flight, when n is known statically: one walk in
       a `tf.while_loop` over the chunks (built once, whatever their number), their S summed
-      or joined along the directions. `at_most`: fewer where the default chunk is smaller.
+      or joined along the directions (None: `default_chunk`).
     Raises Unsupported when an op on the path has no rule (or shapes/ranks needed are not
     statically known where a rule needs them, or TF1 control flow is on the path).
     """
-    chunk, n = _chunk(target, source, batched, chunk, looped=True, at_most=at_most)
+    chunk, n = _chunk(target, source, batched, chunk, looped=True)
     if chunk is None:
         return _walked(target, _Walk(source, batched, summed))
     # before the loop: an op without a rule builds nothing
@@ -100,7 +99,8 @@ def _looped(target, source, batched, summed, n, chunk):
             return i + 1, total
         return i + 1, total + S if summed else total.write(i, S)
     start = (tf.zeros_like(target) if summed else tf.TensorArray(
-        target.dtype.base_dtype, size=steps, element_shape=[chunk, *target.shape]))
+        target.dtype.base_dtype, size=steps,
+        element_shape=tf.TensorShape([chunk]).concatenate(target.shape)))
     _, total = tf.while_loop(lambda i, _: i < steps, body, (tf.constant(0), start),
                              parallel_iterations=1)
     return None if not connected[0] else total if summed else total.concat()[:n]
@@ -125,15 +125,19 @@ def reduced_tangents(target, source, *, batched: bool, reduce, chunk: int | None
     return None if parts[0] is None else tf.add_n(parts)
 
 
-def _chunk(target, source, batched, chunk, looped=False, at_most=False):
+def default_chunk(target, source, batched):
+    """The directions a step of `propagate`'s loop takes by default, or None for all n."""
+    return _chunk(target, source, batched, None, looped=True)[0]
+
+
+def _chunk(target, source, batched, chunk, looped=False):
     """(directions per walk, n), or (None, n) for one walk of all n (`looped`: in a loop)."""
     n = size_of(source, batched)
-    if n is not None and (chunk is None or at_most):
-        default = _at_once(_graph_walk.between([target], [value_of(source)]), n, looped)
-        chunk = default if chunk is None or default is None else min(chunk, default)
+    if n is not None and chunk is None:
+        chunk = _at_once(_graph_walk.between([target], [value_of(source)]), n, looped)
     if chunk is None or n is None or chunk >= n:
         return None, n
-    return -(-n // -(-n // chunk)), n  # as many chunks, evened out: no padded directions
+    return -(-n // -(-n // chunk)), n  # as many chunks, evened out: the fewest padded
 
 
 def _in_chunks(n, chunk, part):
@@ -146,10 +150,8 @@ def _in_chunks(n, chunk, part):
 
 
 # Directions in flight by default: as many as keep the largest J on the path within
-# _CHUNK_BYTES (past it, BFC's bins grew the peak 1.5x). Walks one after another
-# (`reduced_tangents`, each a copy of the target's ops): in at most WALKS walks. In a loop
-# (`propagate`, built once): however many steps, so memory grows with b, not with the
-# directions (at least n / WALKS of them a step made it grow with d as well).
+# _CHUNK_BYTES; walks one after another (`reduced_tangents`: copies of the target's ops)
+# in at most WALKS walks, a loop's steps (`propagate`) however many: memory grows with b.
 _CHUNK_BYTES, WALKS = 4 * 2 ** 20, 16
 
 
@@ -159,8 +161,7 @@ def _at_once(ops, n, looped=False):
              if t.dtype.is_floating]
     if not sizes or any(elements is None for elements, _ in sizes):
         return None
-    largest = max(1, max(e * size for e, size in sizes))
-    chunk = max(1, _CHUNK_BYTES // largest)
+    chunk = max(1, _CHUNK_BYTES // max(1, max(e * size for e, size in sizes)))
     return chunk if looped else max(chunk, -(-n // WALKS))
 
 
