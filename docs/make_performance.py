@@ -189,15 +189,18 @@ def _own_cost_note(report) -> list:
     """What compat_grads' own Python adds to a small compiled call, per function: the
     judged targets (medians over fresh processes, with their spread, where the report has
     them), and how far TensorFlow's own dispatch moved between those processes."""
-    from compat_grads.bench import workloads
+    from compat_grads.bench import per_call
 
-    start = "compat_grads' own µs per call over its concrete function (per-call overhead: "
-    costs = {t["target"][len(start):-1]: t for t in report["targets"]
-             if t["target"].startswith(start)}
+    costs, python = (
+        {t["target"][len(start):-1]: t for t in report["targets"]
+         if t["target"].startswith(start)}
+        for start in ("compat_grads' own µs per call over its concrete function (per-call "
+                      "overhead: ", "compat_grads' own Python µs per call, TensorFlow's call a "
+                      "stub (per-call overhead: "))
     runs = [ms for w, found in (report.get("verdict") or {}).get("runs", {}).items()
             if w.startswith("per-call overhead") for ms in found]
-    floors = [ms[workloads.CONCRETE] * 1e3 for ms in runs if workloads.CONCRETE in ms] or [
-        m["ms"] * 1e3 for m in report["measures"] if m["recipe"] == workloads.CONCRETE]
+    floors = [ms[per_call.CONCRETE] * 1e3 for ms in runs if per_call.CONCRETE in ms] or [
+        m["ms"] * 1e3 for m in report["measures"] if m["recipe"] == per_call.CONCRETE]
     if not floors or not costs:
         return []
     where = (f"the median of {report['verdict']['processes']} fresh processes with their "
@@ -212,7 +215,23 @@ def _own_cost_note(report) -> list:
             "  one chose without choosing again; anything else (nests, variables, a tape,",
             "  ``distribute=``) takes the whole path. The difference moves with TensorFlow's",
             "  own dispatch: the floor of one function alone moved by up to "
-            f"{_widest(report):.0f} µs between processes.", ""]
+            f"{_widest(report):.0f} µs between processes.", *_own_python_note(python)]
+
+
+def _own_python_note(python) -> list:
+    """Our own Python alone per call (both calls of the concrete function a stub), and why
+    the difference of the real calls is larger."""
+    if not python:
+        return [""]
+    return ["  Our own Python alone, with the concrete function's call a stub in both (its",
+            "  result returned at once), in µs: " + "; ".join(
+                f"``{name}`` {_micro(t)}" for name, t in python.items()) + ".",
+            "  The real calls differ by more: TensorFlow's call takes longer when Python ran",
+            "  just before it (``python benchmarks/idle_gap.py``, three runs here: after 10",
+            "  µs of spinning Python the call took 10-27 µs longer than the spin itself, after",
+            "  20 µs 30-51 µs longer), so each µs of our Python counts more than once. In a",
+            "  training step, where other work runs between calls, that wait is the step's.",
+            ""]
 
 
 def _micro(target) -> str:
@@ -225,10 +244,10 @@ def _micro(target) -> str:
 def _widest(report) -> float:
     """The widest range of one per-call workload's floor between its verdict processes, in
     µs (0 without verdict processes)."""
-    from compat_grads.bench import workloads
+    from compat_grads.bench import per_call
 
     found = (report.get("verdict") or {}).get("runs", {})
-    floors = [[ms[workloads.CONCRETE] * 1e3 for ms in runs if workloads.CONCRETE in ms]
+    floors = [[ms[per_call.CONCRETE] * 1e3 for ms in runs if per_call.CONCRETE in ms]
               for w, runs in found.items() if w.startswith("per-call overhead")]
     return max((max(f) - min(f) for f in floors if f), default=0.0)
 

@@ -11,8 +11,10 @@ import statistics
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
-from compat_grads.bench import first_run, suite, timing, verdict
+import compat_grads as cg
+from compat_grads.bench import first_run, per_call, suite, timing, verdict
 from compat_grads.bench import workloads as wl
 from compat_grads.bench.onednn import kernels_on as onednn_kernels_on
 
@@ -66,6 +68,8 @@ def test_quick_suite_runs_and_reports(tmp_path):
         assert len(yardstick) == 1 and yardstick[0]["measured"] == pytest.approx(
             rows["vectorized_map(GradientTape) in tf.function"] / rows[wl.SHARED])
     assert sum(t.startswith("the bare tf.function vs ours") for t in targets) == len(overhead)
+    assert sum(t.startswith("compat_grads' own Python µs per call, TensorFlow's call a stub")
+               for t in targets) == len(overhead)
     _check_verdicts(report, workloads)
     recipes = {r["recipe"] for r in report["tf1_graph"]}
     assert any("map_fn" in r for r in recipes) and any("(auto)" in r for r in recipes)
@@ -402,3 +406,23 @@ def test_the_full_suite_holds_the_first_run_to_the_goal():
     assert target == {"target": "first run: compat-grads check wall s, slowest of 3 quiet runs "
                                 "(2 cores)",
                       "measured": 31.0, "goal": first_run.GOAL_S, "met": False}
+
+
+def test_our_own_python_is_timed_with_tensorflows_call_a_stub_then_restored():
+    """The per-call workload times our call and its concrete function's call again with
+    `_call_flat` a stub (values checked, both return the real result), then takes the stub
+    off: a later call runs TensorFlow's function again."""
+    from compat_grads._src.call import compile as _compile
+
+    rows = {m.recipe: m.ms for m in per_call.call_overhead("jvp", 3)}
+    assert {per_call.STUBBED, per_call.STUB, per_call.CONCRETE} <= set(rows)
+    assert rows[per_call.STUB] < rows[per_call.CONCRETE]  # the stub skips TensorFlow
+    own = suite._own_python(rows)
+    assert own == pytest.approx((rows[per_call.STUBBED] - rows[per_call.STUB]) * 1e3)
+    (entry,) = _compile.CACHE._entries.values()
+    (concrete,) = entry.compiled._concrete.values()
+    assert "_call_flat" not in vars(concrete)
+    x, v = tf.constant([0.5, -1.0, 2.0]), tf.constant([1.0, 2.0, -1.0])
+    _, tangent = cg.jvp(lambda x: tf.sin(x) * x, x, v)
+    want = (np.cos(x.numpy()) * x.numpy() + np.sin(x.numpy())) * v.numpy()
+    np.testing.assert_allclose(tangent, want, rtol=1e-6)

@@ -3,7 +3,7 @@ spreads, ties only where ours runs TensorFlow's graph, and the recipes they time
 
 import pytest
 
-from compat_grads.bench import suite, timing, verdict, xla_choice
+from compat_grads.bench import per_call, suite, timing, verdict, xla_choice
 from compat_grads.bench import workloads as wl
 
 pytestmark = pytest.mark.tooling  # CI runs these on the newest release only
@@ -85,7 +85,8 @@ def test_without_verdict_processes_a_goal_is_the_single_run():
 
 def test_verdict_processes_time_only_the_recipes_the_goals_compare():
     kept = [OURS, wl.XLA.format("stacked_jacobian"), "tape.jacobian in tf.function",
-            wl.TF_XLA.format(THEIRS), wl.CONCRETE, wl.FLOOR, wl.SHARED,
+            wl.TF_XLA.format(THEIRS), per_call.CONCRETE, wl.FLOOR, wl.SHARED,
+            per_call.STUBBED, per_call.STUB,
             "the same tf.function, called directly", "jax.jit(jacfwd)"]
     dropped = ["tape.jacobian, eager", "eager loop of GradientTape.gradient over examples",
                "eager ForwardAccumulator, one product"]
@@ -99,9 +100,9 @@ def test_a_workload_checks_and_times_only_what_only_keeps():
         return lambda: called.append(name) or [1.0]
     recipes = {name: recipe(name) for name in ("kept", "dropped")}
     with timing.only(lambda name: name == "kept"):
-        measures = wl._time("w", recipes, lambda: [1.0], repeats=1)
+        measures = wl.timed("w", recipes, lambda: [1.0], repeats=1)
     assert [m.recipe for m in measures] == ["kept"] and set(called) == {"kept"}
-    assert [m.recipe for m in wl._time("w", recipes, lambda: [1.0], repeats=1)] == [
+    assert [m.recipe for m in wl.timed("w", recipes, lambda: [1.0], repeats=1)] == [
         "kept", "dropped"]
 
 

@@ -189,3 +189,79 @@ def test_a_bad_call_raises_every_time(whole_paths):
         with pytest.raises(ValueError, match="strategy"):
             cg.stacked_jacobian(_f, X, strategy="sideways")
     assert len(whole_paths) == 2
+
+
+def test_autograph_is_off_on_the_whole_path_inside_a_converted_function(whole_paths):
+    """A user's tf.function converts its Python with AutoGraph; compat_grads' bodies (and the
+    target it calls) must see AutoGraph disabled, as they did behind its wrapper."""
+    from tensorflow.python.autograph.core import ag_ctx
+
+    seen = []
+
+    def target(x):
+        seen.append(ag_ctx.control_status_ctx().status)
+        return tf.sin(x) * x
+
+    @tf.function  # autograph=True, the default
+    def step(x):
+        if tf.reduce_sum(x) > 0:  # converted: AutoGraph is on in the user's code
+            return cg.stacked_jacobian(target, x, strategy="loop")
+        return cg.stacked_jacobian(target, -x, strategy="loop")
+    np.testing.assert_allclose(step(X), _jacobian(X), rtol=1e-6)
+    assert seen and set(seen) == {ag_ctx.Status.DISABLED}
+
+
+def test_a_variable_the_callable_reads_is_read_at_each_call(whole_paths):
+    """The captured inputs are listed once: the variable's handle, whose value is read when
+    the function runs."""
+    w = tf.Variable(2.0)
+
+    def f(x):
+        return w * tf.sin(x)
+    for scale in (2.0, 2.0, 3.0, -1.0):
+        w.assign(scale)
+        np.testing.assert_allclose(cg.per_element_gradients(f, X), scale * np.cos(X),
+                                   rtol=1e-6)
+    assert len(whole_paths) == 1
+
+
+def test_the_listed_inputs_go_with_the_callable(whole_paths):
+    """A kept answer holds the listed captured inputs (the variables' handles) weakly: a
+    dropped model frees them."""
+    from compat_grads._src.call import fast as _fast
+
+    class Model:
+        def __init__(self):
+            self.w = tf.Variable([1.0, 2.0, 3.0])
+
+        def __call__(self, x):
+            return self.w * tf.sin(x)
+
+    def use():
+        model = Model()
+        for _ in range(2):
+            cg.per_element_gradients(model, X)
+        served, = _fast._KEPT.values()
+        assert served.inputs is not None and len(served.inputs()) == 1
+        return served.inputs, weakref.ref(model)
+    inputs, model = use()
+    gc.collect()
+    assert model() is None and inputs() is None and len(_compile.CACHE) == 0
+    assert len(whole_paths) == 1
+
+
+def test_a_capture_read_by_reference_is_not_listed():
+    """A value captured by reference is read at each call (`captured_inputs` calls it): such
+    a function's inputs are not listed once."""
+    from compat_grads._src.call import fast as _fast
+
+    class Concrete:
+        def __init__(self, captures):
+            self._captured_inputs = captures
+
+        @property
+        def captured_inputs(self):
+            return [c() if callable(c) else c for c in self._captured_inputs]
+    assert _fast.fixed_inputs(Concrete([X, V])) == [X, V]
+    assert _fast.fixed_inputs(Concrete([X, lambda: V])) is None
+    assert _fast.fixed_inputs(object()) is None

@@ -300,10 +300,11 @@ def test_performance_page_states_when_xla_pays_from_its_json():
 
 
 def test_performance_page_states_our_own_cost_per_call_from_the_judged_targets():
+    from compat_grads.bench import per_call
     from compat_grads.bench import workloads as wl
 
     workload, ours = "per-call overhead: jvp", f"{wl.OURS} jvp, eager"
-    runs = [{ours: 0.20, wl.CONCRETE: 0.10}, {ours: 0.25, wl.CONCRETE: 0.18}]
+    runs = [{ours: 0.20, per_call.CONCRETE: 0.10}, {ours: 0.25, per_call.CONCRETE: 0.18}]
     report = {"measures": [{"workload": workload, "recipe": r, "ms": v, "ours": r == ours}
                            for r, v in runs[0].items()],
               "quick": True, "memory": [], "tf1_graph": [],
@@ -315,6 +316,12 @@ def test_performance_page_states_our_own_cost_per_call_from_the_judged_targets()
     assert "TensorFlow's own dispatch: 100-180 µs here), in µs, the median of 2 fresh" in page
     assert "``jvp`` 85 (70-100)." in page
     assert "the floor of one function alone moved by up to 80 µs between processes" in page
+    assert "Our own Python alone" not in page  # no stub rows in this report
+    report["targets"].append({
+        "target": f"compat_grads' own Python µs per call, TensorFlow's call a stub ({workload})",
+        "measured": 4.4, "goal": 20, "met": True, "spread": [3.5, 6.4], "processes": 2})
+    page = " ".join(make_performance.page(report, _meta(quick=True)).split())
+    assert "a stub in both (its result returned at once), in µs: ``jvp`` 4 (4-6)." in page
     report["targets"] = []
     assert "Small calls" not in make_performance.page(report, _meta(quick=True))
 

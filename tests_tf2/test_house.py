@@ -226,3 +226,24 @@ def test_every_public_docstring_names_every_argument_in_full():
         assert not re.findall(r"\{\w+\}", doc), node.name
         for name in inspect.signature(function).parameters:
             assert re.search(rf"^\s+{name}: \S", doc, re.M), (node.name, name)
+
+
+def test_a_public_function_without_autographs_wrapper_is_one_call_of_the_call_path():
+    """`_docs.public_call` leaves AutoGraph's wrapper off: the call path hides what it builds
+    from AutoGraph itself, which holds only if the body is that call and nothing else."""
+    from tensorflow.python.autograph.impl.api import is_autograph_artifact
+
+    import compat_grads as cg
+
+    unwrapped = []
+    for node in _public_functions():
+        decorators = [ast.unparse(d) for d in node.decorator_list]
+        assert decorators in (["_docs.public"], ["_docs.public_call"]), node.name
+        assert is_autograph_artifact(getattr(cg, node.name)), node.name
+        if decorators == ["_docs.public_call"]:
+            unwrapped.append(node.name)
+            body = node.body[1:] if isinstance(node.body[0], ast.Expr) else node.body
+            assert len(body) == 1 and isinstance(body[0], ast.Return), node.name
+            assert ast.unparse(body[0].value.func) == "_call.run", node.name
+            assert not hasattr(getattr(cg, node.name), "__wrapped__"), node.name
+    assert {"stacked_jacobian", "per_element_gradients", "hessian"} <= set(unwrapped)

@@ -9,7 +9,7 @@ import json
 import os
 import sys
 
-from compat_grads.bench import first_run, timing, verdict, workloads
+from compat_grads.bench import first_run, per_call, timing, verdict, workloads
 from compat_grads.bench.onednn import by_default as onednn_by_default
 from compat_grads.bench.onednn import kernels_on as onednn_kernels_on
 from compat_grads.bench.sizes import FULL, QUICK
@@ -26,13 +26,14 @@ ONEDNN = {"TF_ENABLE_ONEDNN_OPTS": "1"}
 """The environment of the per-example workloads' second run (`compat_grads.bench.onednn`):
 TensorFlow's oneDNN kernels, its default on x86 CPUs with AVX-512 VNNI and later."""
 
-OVERHEAD_FUNCTIONS = workloads.OVERHEAD_FUNCTIONS
+OVERHEAD_FUNCTIONS = per_call.OVERHEAD_FUNCTIONS
 OVERHEAD_GOAL = 1 / 1.2
 """The per-call overhead target: the directly called tf.function's time over ours (ours at
 most 1.2x the bare tf.function of the same computation)."""
 OWN_COST_GOAL_US = 20
-"""compat_grads' own cost per call: our call's time less its concrete function's, called
-directly (`workloads.CONCRETE`), at most this many microseconds."""
+"""compat_grads' own cost per call, at most this many microseconds: our call's time less its
+concrete function's, called directly (`per_call.CONCRETE`); and the same with both calls of
+the concrete function a stub (`per_call.STUBBED`), our own Python alone."""
 CNN_GOALS = (2.0, 1 / 3)
 """Per-example CNN gradients: at least 2x faster than vectorized_map(GradientTape) in
 tf.function, and within 3x of one batched gradient."""
@@ -151,8 +152,13 @@ def _ratio(recipe):
 
 def _own_cost(ms):
     ours = next((t for r, t in ms.items() if r.startswith(workloads.OURS)), None)
-    floor = ms.get(workloads.CONCRETE)
+    floor = ms.get(per_call.CONCRETE)
     return None if ours is None or floor is None else (ours - floor) * 1e3
+
+
+def _own_python(ms):
+    stubbed, stub = ms.get(per_call.STUBBED), ms.get(per_call.STUB)
+    return None if stubbed is None or stub is None else (stubbed - stub) * 1e3
 
 
 OTHER_KERNELS = ": not TensorFlow's pick here"
@@ -217,6 +223,8 @@ def _speed_targets(report) -> list:
                   _ratio("the same tf.function, called directly"), OVERHEAD_GOAL)
             judge(f"compat_grads' own µs per call over its concrete function ({workload})",
                   workload, _own_cost, OWN_COST_GOAL_US, at_least=False)
+            judge(f"compat_grads' own Python µs per call, TensorFlow's call a stub "
+                  f"({workload})", workload, _own_python, OWN_COST_GOAL_US, at_least=False)
     return out
 
 

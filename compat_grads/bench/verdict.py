@@ -40,7 +40,7 @@ ONEDNN_STEP = "oneDNN: "
 def steps(sizes: dict) -> dict:
     """{name: (repeats) -> the measures of that step}: the suite's timed workloads in its
     order, those with oneDNN's kernels last (their names start with `ONEDNN_STEP`)."""
-    from compat_grads.bench import workloads
+    from compat_grads.bench import per_call, workloads
 
     found = {
         "tall": lambda r: workloads.matrix_jacobian(
@@ -57,9 +57,9 @@ def steps(sizes: dict) -> dict:
     for kind in ("MLP", *workloads.CNN_KINDS):
         found[f"per-example {kind}"] = (
             lambda r, kind=kind: workloads.per_example(kind, sizes["per_example"], r))
-    for function in workloads.OVERHEAD_FUNCTIONS:
+    for function in per_call.OVERHEAD_FUNCTIONS:
         found[f"per-call {function}"] = (
-            lambda r, function=function: workloads.call_overhead(function, r))
+            lambda r, function=function: per_call.call_overhead(function, r))
     found["few rows"] = lambda r: workloads.cnn_class_rows(sizes["cnn"], r)
     for kind in ("MLP", *workloads.CNN_KINDS):
         found[f"{ONEDNN_STEP}per-example {kind}"] = (
@@ -73,11 +73,11 @@ def timed(recipe: str) -> bool:
     in tf.function with or without XLA, the floors) and JAX's (often the fastest: the
     recipes `timing.SLOW` times apart are then the single run's), not the eager recipes
     users write (seconds per call for the loop over examples), all slower than those."""
-    from compat_grads.bench import workloads
+    from compat_grads.bench import per_call, workloads
 
     return (recipe.startswith((workloads.OURS, "jax")) or "tf.function" in recipe
-            or recipe in (workloads.CONCRETE, workloads.FLOOR, workloads.SHARED,
-                           workloads.PRIMAL))
+            or recipe in (per_call.CONCRETE, workloads.FLOOR, workloads.SHARED,
+                           workloads.PRIMAL, per_call.STUBBED, per_call.STUB))
 
 
 def run(sizes: dict, quick: bool, env: dict, onednn_env: dict, log=print) -> dict:

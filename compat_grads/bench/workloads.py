@@ -76,7 +76,7 @@ def _nested_tapes(f, x):
     return outer.batch_jacobian(gradient, x)
 
 
-def _time(workload, recipes, reference, repeats, as_array=np.asarray, unchecked=()):
+def timed(workload, recipes, reference, repeats, as_array=np.asarray, unchecked=()):
     """Checks every recipe (but those `unchecked`, which the workload checked otherwise)
     against `reference`, then times them side by side (those `timing.only` keeps)."""
     recipes = {name: fn for name, fn in recipes.items() if timing.kept(name)}
@@ -110,7 +110,7 @@ def matrix_jacobian(name, m, n, repeats):
             lambda x: _accumulator_jacobian(f, x), x),
     }
     recipes.update(jr.jacobians(jr.matvec, a_value, x))
-    return _time(name, recipes, recipes[f"{OURS} stacked_jacobian, eager"], repeats)
+    return timed(name, recipes, recipes[f"{OURS} stacked_jacobian, eager"], repeats)
 
 
 def _functioned(fn, *args):
@@ -144,7 +144,7 @@ def square_mlp(width, repeats):
         "tape.jacobian in tf.function": _functioned(lambda x: _tape_jacobian(f, x), x),
     }
     recipes.update(jr.jacobians(jr.one_sample(jr.mlp), weights, x))
-    return _time("square MLP", recipes, recipes[f"{OURS} stacked_jacobian, eager"], repeats)
+    return timed("square MLP", recipes, recipes[f"{OURS} stacked_jacobian, eager"], repeats)
 
 
 def batch_mlp(batch, features, repeats):
@@ -160,7 +160,7 @@ def batch_mlp(batch, features, repeats):
     if jax is not None:
         recipes["jax.jit(vmap(jacrev))"] = jr.call(jr.per_sample(jax.jacrev), jr.mlp, weights,
                                                    x)
-    return _time(f"batch Jacobian of an MLP (b={batch})", recipes,
+    return timed(f"batch Jacobian of an MLP (b={batch})", recipes,
                  recipes[f"{OURS} batch_jacobian, eager"], repeats)
 
 
@@ -193,7 +193,7 @@ def per_element(m, n, repeats):
     }
     if jax is not None:
         recipes["jax.jit(jvp)"] = jr.call(jr.ones_product, jr.matvec, a_value, x)
-    return _time(f"J·1 ({m}x{n})", recipes, recipes[f"{OURS} per_element_gradients, eager"],
+    return timed(f"J·1 ({m}x{n})", recipes, recipes[f"{OURS} per_element_gradients, eager"],
                  repeats, unchecked=(PRIMAL,))
 
 
@@ -237,7 +237,7 @@ def per_sample_hessian(batch, features, repeats):
     if jax is not None:
         recipes["jax.jit(vmap(hessian))"] = jr.call(
             jr.per_sample(lambda g: jax.hessian(lambda v: g(v)[0])), jr.mlp, weights, x)
-    return _time(f"per-sample Hessian (b={batch}, d={features})", recipes,
+    return timed(f"per-sample Hessian (b={batch}, d={features})", recipes,
                  recipes[f"{OURS} batch_hessian, eager"], repeats)
 
 
@@ -322,7 +322,7 @@ def per_example(kind, batch, repeats, onednn=False):
         shared = _shared_work(model, x, y, loss)
         _check_shared_work(shared(), reference)
         recipes[SHARED] = shared
-    return _time(f"per-example gradients, {kind} (b={batch})" + (ONEDNN if onednn else ""),
+    return timed(f"per-example gradients, {kind} (b={batch})" + (ONEDNN if onednn else ""),
                  recipes, lambda: reference, repeats, as_array=flat, unchecked=(FLOOR, SHARED))
 
 
@@ -390,48 +390,6 @@ def _check_shared_work(got, per_example):
         np.testing.assert_allclose(shared, ours, rtol=2e-3, atol=2e-4)
 
 
-OVERHEAD_FUNCTIONS = ("stacked_jacobian", "per_element_gradients", "jvp", "vjp", "hessian",
-                      "batch_jacobian")
-"""The functions `call_overhead` times, each its own workload."""
-
-
-def call_overhead(function, repeats):
-    """The per-call cost of the compiled eager route on a tiny input: ours against the
-    tf.function our cache built for the call, called directly (the same graph: only the
-    call path differs)."""
-    from compat_grads._src.call import compile as _compile
-
-    x = tf.constant([0.5, -1.0, 2.0])
-    v = tf.constant([1.0, 2.0, -1.0])
-    f = _OVERHEAD_TARGETS[function]
-    args = {"jvp": (x, v), "vjp": (x, v), "batch_jacobian": (x[:, None],)}.get(function, (x,))
-
-    def ours():
-        return getattr(cg, function)(f, *args)
-    _compile.CACHE.clear()
-    ours()
-    (entry,) = _compile.CACHE._entries.values()
-    traced = entry.compiled.function
-    (concrete,) = entry.compiled._concrete.values()
-    flat = list(args)
-    recipes = {f"{OURS} {function}, eager": ours,
-               "the same tf.function, called directly": lambda: traced(*args),
-               CONCRETE: lambda: concrete._call_flat(flat, concrete.captured_inputs)}
-    return _time(f"per-call overhead: {function}", recipes, ours, repeats)
-
-
-CONCRETE = "its concrete function, called directly (TensorFlow's floor)"
-"""The per-call workloads' floor: the concrete function our call runs, called as our call
-ends (`_call_flat` with the flat inputs): what is left is TensorFlow's own dispatch."""
-
-
-_OVERHEAD_TARGETS = {
-    "stacked_jacobian": lambda x: tf.sin(x) * x, "per_element_gradients": tf.sin,
-    "jvp": lambda x: tf.sin(x) * x, "vjp": lambda x: tf.sin(x) * x,
-    "hessian": lambda x: tf.reduce_sum(tf.sin(x) * x),
-    "batch_jacobian": lambda x: tf.tanh(x) * x}
-
-
 def _cnn(seed=0):
     """Two 3x3 conv layers with ReLU and 2x2 max pooling, then a dense layer to 10 classes,
     for 28x28x1 inputs."""
@@ -484,5 +442,5 @@ def cnn_class_rows(batch, repeats):
         "tape.jacobian in tf.function": _functioned(
             lambda v: _tape_jacobian(summed, v), x),
     }
-    return _time(f"few rows through a CNN (b={batch})", recipes,
+    return timed(f"few rows through a CNN (b={batch})", recipes,
                  recipes["loop of tape.gradient in tf.function"], repeats)

@@ -12,6 +12,7 @@ import textwrap
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar, cast
 
+from compat_grads._src.core import tf as _tf
 from compat_grads._src.core.tf import tf
 
 FACE = "compat_grads.api"
@@ -153,6 +154,20 @@ def public(function: Callable[P, R]) -> Callable[P, R]:
     when a user's tf.function calls it: its Python control flow is on Python values only,
     and converting it would cost time at every trace. Typed so that a type checker sees the
     signature through the decorator."""
+    return cast(Callable[P, R], tf.autograph.experimental.do_not_convert(_faced(function)))
+
+
+def public_call(function: Callable[P, R]) -> Callable[P, R]:
+    """A public function whose body is one call of the call path
+    (`compat_grads._src.call.run.run`): as `public`, but without AutoGraph's wrapper, marked
+    for AutoGraph to call as it is. The call path hides what it builds from AutoGraph itself,
+    and its shortcut (a compiled call like one that ran before) builds nothing: the wrapper's
+    context, entered at every call, was a tenth of a small compiled call."""
+    return _tf.called_as_is_by_autograph(_faced(function))
+
+
+def _faced(function):
+    """`function` with its docstring's shared paragraphs filled in, named in its face."""
     function.__doc__ = fill(function.__doc__)
     function.__module__ = FACE
-    return cast(Callable[P, R], tf.autograph.experimental.do_not_convert(function))
+    return function

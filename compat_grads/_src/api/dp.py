@@ -11,7 +11,7 @@ from compat_grads._src.call.options import MAX_BYTES
 from compat_grads._src.core.types import Budget, ChunkSize, Nest, Unconnected
 
 
-@_docs.public
+@_docs.public_call
 def per_example_gradient_norms(loss_fn, model, x, y, *, weights: Nest = None,
                                per_weight: bool = False, independent: bool = True,
                                chunk_size: ChunkSize = "auto",
@@ -87,7 +87,7 @@ def per_example_gradient_norms(loss_fn, model, x, y, *, weights: Nest = None,
                      gather=gather, has_aux=has_aux, return_value=return_value)
 
 
-@_docs.public
+@_docs.public_call
 def clipped_gradients(loss_fn, model, x, y, *, l2_norm_clip: float, weights: Nest = None,
                       noise_multiplier: float = 0.0, seed=None,
                       reduction: str = "sum", return_norms: bool = False,

@@ -20,7 +20,7 @@ from compat_grads._src.core.types import (
 )
 
 
-@_docs.public
+@_docs.public_call
 def stacked_jacobian(target: Target, sources: Nest, *, tape: tf.GradientTape | None = None,
                      strategy: Strategy = "auto", unconnected_gradients: Unconnected = "none",
                      chunk_size: ChunkSize = "auto", max_bytes: int | None = MAX_BYTES,
@@ -96,7 +96,7 @@ def stacked_jacobian(target: Target, sources: Nest, *, tape: tf.GradientTape | N
                      has_aux=has_aux, return_value=return_value, flat=flat)
 
 
-@_docs.public
+@_docs.public_call
 def per_element_gradients(target: Target, sources: Nest, *,
                           tape: tf.GradientTape | None = None,
                           unconnected_gradients: Unconnected = "none", compile: bool = True,
@@ -147,7 +147,7 @@ def per_element_gradients(target: Target, sources: Nest, *,
                      has_aux=has_aux, return_value=return_value)
 
 
-@_docs.public
+@_docs.public_call
 def batch_jacobian(target: Target, source: TensorLike, *,
                    tape: tf.GradientTape | None = None, strategy: Strategy = "auto",
                    unconnected_gradients: Unconnected = "none", independent: bool = True,
@@ -212,7 +212,7 @@ def batch_jacobian(target: Target, source: TensorLike, *,
                      has_aux=has_aux, return_value=return_value, flat=flat)
 
 
-@_docs.public
+@_docs.public_call
 def per_example_gradients(loss_fn, model, x, y, *, weights: Nest = None,
                           independent: bool = True, strategy: Strategy = "auto",
                           unconnected_gradients: Unconnected = "none",
@@ -302,7 +302,7 @@ def per_example_gradients(loss_fn, model, x, y, *, weights: Nest = None,
                      gather=gather, has_aux=has_aux, return_value=return_value)
 
 
-@_docs.public
+@_docs.public_call
 def jvp(f, primals: Nest, tangents: Nest, *, compile: bool = True, jit_compile: bool = False,
         has_aux: bool = False):
     """Forward mode: the outputs of `f` and their directional derivative along `tangents`.
@@ -344,7 +344,7 @@ def jvp(f, primals: Nest, tangents: Nest, *, compile: bool = True, jit_compile: 
                      jit_compile=jit_compile, has_aux=has_aux)
 
 
-@_docs.public
+@_docs.public_call
 def vjp(f, primals: Nest, cotangents: Nest, *, compile: bool = True,
         jit_compile: bool = False,
         has_aux: bool = False):

@@ -19,7 +19,7 @@ from compat_grads._src.core.types import (
 )
 
 
-@_docs.public
+@_docs.public_call
 def hessian(target: Target, sources: Nest, *, strategy: Strategy = "auto",
             unconnected_gradients: Unconnected = "none", chunk_size: ChunkSize = "auto",
             max_bytes: int | None = MAX_BYTES, memory_budget: Budget = None, compile: bool = True,
@@ -80,7 +80,7 @@ def hessian(target: Target, sources: Nest, *, strategy: Strategy = "auto",
                      has_aux=has_aux, return_value=return_value, flat=flat)
 
 
-@_docs.public
+@_docs.public_call
 def batch_hessian(target: Target, source: TensorLike, *, strategy: Strategy = "auto",
                   unconnected_gradients: Unconnected = "none", independent: bool = True,
                   chunk_size: ChunkSize = "auto", max_bytes: int | None = MAX_BYTES,
@@ -146,7 +146,7 @@ def batch_hessian(target: Target, source: TensorLike, *, strategy: Strategy = "a
                      has_aux=has_aux, return_value=return_value, flat=flat)
 
 
-@_docs.public
+@_docs.public_call
 def hvp(f, primals: Nest, vector: Nest, *, compile: bool = True,
         jit_compile: bool = False,
         has_aux: bool = False, return_value: bool = False) -> Nest:

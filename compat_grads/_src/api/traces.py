@@ -23,7 +23,7 @@ from compat_grads._src.core.types import (
 )
 
 
-@_docs.public
+@_docs.public_call
 def hessian_diagonal(target: Target, sources: Nest, *, method: Method = "exact",
                      num_samples: int | None = None, seed: int = 0, return_std: bool = False,
                      strategy: Strategy = "auto", unconnected_gradients: Unconnected = "none",
@@ -39,9 +39,9 @@ def hessian_diagonal(target: Target, sources: Nest, *, method: Method = "exact",
     In a graph (TF1, `tf.function`, and eager callables, which run in a cached tf.function)
     it is the forward Laplacian's one pass when every op between the sources and the target
     has a rule (its directions in chunks: see the "Laplacians, diagonals and traces" page);
-    otherwise (and with an explicit strategy, or a chunk_size that would take more than 16
-    walks) n forward-over-reverse products, each reduced to its diagonal element as it is computed
-    (a `VectorizationWarning` names an op without a rule).
+    otherwise (and with an explicit strategy) n forward-over-reverse products, each reduced to
+    its diagonal element as it is computed (a `VectorizationWarning` names an op without a
+    rule).
 
     Args:
       target: a callable `f(sources) -> scalar` (every mode), or the scalar tensor `y` in a
@@ -89,7 +89,7 @@ def hessian_diagonal(target: Target, sources: Nest, *, method: Method = "exact",
                      memory_budget=memory_budget, has_aux=has_aux, return_value=return_value)
 
 
-@_docs.public
+@_docs.public_call
 def laplacian(target: Target, sources: Nest, *, method: Method = "exact",
               num_samples: int | None = None, seed: int = 0, return_std: bool = False,
               strategy: Strategy = "auto", unconnected_gradients: Unconnected = "none",
@@ -145,7 +145,7 @@ def laplacian(target: Target, sources: Nest, *, method: Method = "exact",
                      memory_budget=memory_budget, has_aux=has_aux, return_value=return_value)
 
 
-@_docs.public
+@_docs.public_call
 def batch_hessian_diagonal(target: Target, source: Nest, *, method: Method = "exact",
                            num_samples: int | None = None, seed: int = 0,
                            return_std: bool = False, strategy: Strategy = "auto",
@@ -213,7 +213,7 @@ def batch_hessian_diagonal(target: Target, source: Nest, *, method: Method = "ex
                      gather=gather, has_aux=has_aux, return_value=return_value)
 
 
-@_docs.public
+@_docs.public_call
 def batch_laplacian(target: Target, source: Nest, *, method: Method = "exact",
                     num_samples: int | None = None, seed: int = 0, return_std: bool = False,
                     strategy: Strategy = "auto", unconnected_gradients: Unconnected = "none",
@@ -275,7 +275,7 @@ def batch_laplacian(target: Target, source: Nest, *, method: Method = "exact",
                      gather=gather, has_aux=has_aux, return_value=return_value)
 
 
-@_docs.public
+@_docs.public_call
 def divergence(target: Target, source: TensorLike, *, tape: tf.GradientTape | None = None,
                method: Method = "exact", num_samples: int | None = None, seed: int = 0,
                return_std: bool = False, strategy: Strategy = "auto",
@@ -332,7 +332,7 @@ def divergence(target: Target, source: TensorLike, *, tape: tf.GradientTape | No
                      return_value=return_value)
 
 
-@_docs.public
+@_docs.public_call
 def batch_divergence(target: Target, source: TensorLike, *,
                      tape: tf.GradientTape | None = None, method: Method = "exact",
                      num_samples: int | None = None, seed: int = 0, return_std: bool = False,

@@ -46,6 +46,7 @@ class _CompiledCache:
         self._recompiles = _Recompiles()
         self._lock = threading.Lock()
         self._dead = []  # (key, reference) of entries whose callable or sources died
+        self._last = None  # the key `touch` marked last: marking it again changes nothing
 
     def get(self, target, key, build, bound=()):
         """The compiled function for `target` and `key` (`build(full_key)` makes it, the
@@ -56,6 +57,7 @@ class _CompiledCache:
         objects = (owner, *bound)
         try:
             with self._lock:
+                self._last = None  # another entry moves to the end
                 entry = self._entries.get(full_key)
                 if entry is not None and entry.serves(objects):
                     self._entries.move_to_end(full_key)
@@ -72,11 +74,16 @@ class _CompiledCache:
 
     def touch(self, full_key):
         """Marks the entry as just used (a call that found its function another way); not
-        when another thread holds the lock (it may be iterating over the entries)."""
+        when another thread holds the lock (it may be iterating over the entries), nor when
+        it was the last one marked and no entry was got since (a loop calling one function:
+        the lock at every call was a twentieth of a small call)."""
+        if full_key is self._last:
+            return
         if self._lock.acquire(blocking=False):
             try:
                 if full_key in self._entries:
                     self._entries.move_to_end(full_key)
+                    self._last = full_key
             finally:
                 self._lock.release()
 
@@ -103,6 +110,7 @@ class _CompiledCache:
     def clear(self):
         with self._lock:
             self._entries.clear()
+            self._last = None
             self._recompiles = _Recompiles()
         _fast.clear()
 
@@ -387,6 +395,7 @@ class _Traced:
         self._concrete = {}  # the arguments' signature -> concrete function
         self._captures = {}  # id(concrete function) -> ids of the eager tensors it captured
         self._plans = {}  # id(concrete function) -> the memory plans its trace chose
+        self._inputs = {}  # id(concrete function) -> its `_fast.Inputs`, or None
         self.cache_key = cache_key  # its compile cache entry's key (`touch`)
 
     def __call__(self, inputs, *rest):
@@ -409,8 +418,9 @@ class _Traced:
                      "Ran it compiled without XLA instead (same values); later calls with "
                      "this callable and options do too. Drop jit_compile=True to skip the "
                      "attempt."), XlaWarning)
-        self.function, self._concrete, self._captures, self._plans, self.jit_compile = (
-            plain.function, plain._concrete, plain._captures, plain._plans, False)
+        self.function, self._concrete, self._captures, self._plans, self._inputs = (
+            plain.function, plain._concrete, plain._captures, plain._plans, plain._inputs)
+        self.jit_compile = False
         return result
 
     def _call(self, inputs, *rest):
@@ -422,6 +432,7 @@ class _Traced:
         if captured is None:
             captured = self._captures[id(concrete)] = frozenset(
                 id(t) for t in concrete.captured_inputs)
+            self._inputs[id(concrete)] = _fast.fixed_inputs(concrete)
         found = tuple(p for p in inputs.passed_positions() if id(inputs.flat[p]) in captured)
         if found:
             raise _CapturedSources(found)
@@ -432,8 +443,10 @@ class _Traced:
         if not flat:  # variables among the inputs: the trace found above binds them
             return concrete(*args)
         if _runs_flat(type(concrete)):  # the inputs match the trace: its key is their shapes
-            _fast.ran(self, concrete, signature[1], captured, plans)
-            return concrete._call_flat(signature[1], concrete.captured_inputs)
+            inputs = self._inputs.get(id(concrete))
+            _fast.ran(self, concrete, signature[1], captured, plans, inputs)
+            return concrete._call_flat(
+                signature[1], concrete.captured_inputs if inputs is None else inputs)
         return concrete(*args)
 
     def touch(self):

@@ -44,19 +44,39 @@ _LAST = threading.local()  # .served: what the current thread's last compiled ca
 class _Served:
     """A kept answer: what runs, and what must still hold for it to serve."""
 
-    __slots__ = ("owner", "traced", "concrete", "captured", "plans", "retried")
+    __slots__ = ("owner", "traced", "concrete", "captured", "plans", "retried", "inputs")
 
-    def __init__(self, owner, traced, concrete, captured, plans, retried):
+    def __init__(self, owner, traced, concrete, captured, plans, retried, inputs):
         self.owner, self.retried = weakref.ref(owner), retried
         self.traced, self.concrete = weakref.ref(traced), weakref.ref(concrete)
         self.captured, self.plans = captured, plans
+        self.inputs = None if inputs is None else weakref.ref(inputs)
 
 
-def ran(traced, concrete, leaves, captured, plans) -> None:
+class Inputs(list):
+    """The captured inputs of a concrete function that captured none by reference: the
+    same tensors at every call, listed once (its `captured_inputs` lists them again at
+    each). Its compiled function holds it; a kept answer holds it weakly (it holds the
+    handles of the variables the function read)."""
+
+    __slots__ = ("__weakref__",)
+
+
+def fixed_inputs(concrete):
+    """The `Inputs` of `concrete`, or None when it captured a value by reference (read at
+    each call) or keeps its captures otherwise than every release from 2.12 to 2.21 does."""
+    captures = getattr(concrete, "_captured_inputs", None)
+    if not isinstance(captures, list) or any(callable(each) for each in captures):
+        return None
+    return Inputs(concrete.captured_inputs)
+
+
+def ran(traced, concrete, leaves, captured, plans, inputs) -> None:
     """Notes, for `remember`, what a compiled call ran: the compiled function
     (`compat_grads._src.call.compile._Traced`), its concrete function, the tensors passed to
-    it, the ids of those it captured and the memory plans of its trace."""
-    _LAST.served = (traced, concrete, leaves, captured, plans)
+    it, the ids of those it captured, the memory plans of its trace and its `Inputs` (or
+    None)."""
+    _LAST.served = (traced, concrete, leaves, captured, plans, inputs)
 
 
 def forget() -> None:
@@ -67,9 +87,22 @@ def forget() -> None:
 
 def key(name, target, args, given):
     """The facts that decide the answer of the public function `name`, or None when the call
-    cannot take a kept one (`call`, `remember`)."""
-    owner = target.__self__ if type(target) is types.MethodType else target
-    return _key(name, owner, target, args, given)
+    cannot take a kept one (`call`, `remember`): a method by its object and function (a bound
+    method is a new object at each access)."""
+    if type(target) is types.MethodType:
+        owner, part = target.__self__, target.__func__
+    else:
+        owner, part = target, None
+    values = tuple(given.values())
+    kinds = tuple(map(type, values))  # True == 1 == 1.0: the types tell them apart
+    if not _PLAIN.issuperset(kinds):
+        return None
+    key = [name, id(owner), part, values, kinds]
+    for arg in args:
+        if type(arg) is not EagerTensor:
+            return None
+        key += (arg._datatype_enum(), arg._shape_tuple())
+    return tuple(key)
 
 
 def call(key, target, args):
@@ -86,9 +119,12 @@ def call(key, target, args):
     for arg in args:
         if id(arg) in captured:  # read by closure: the whole path binds it in
             return MISS
+    inputs = concrete.captured_inputs if served.inputs is None else served.inputs()
+    if inputs is None:
+        return MISS
     traced.touch()
     try:
-        result = concrete._call_flat(list(args), concrete.captured_inputs)
+        result = concrete._call_flat(list(args), inputs)
     except tf.errors.ResourceExhaustedError:
         if served.retried:  # the whole path retries in smaller chunks
             return MISS
@@ -110,11 +146,11 @@ def remember(key, target, args, retried) -> None:
     if served is None:
         return
     owner = target.__self__ if type(target) is types.MethodType else target
-    traced, concrete, leaves, captured, plans = served
+    traced, concrete, leaves, captured, plans, inputs = served
     if len(leaves) != len(args) or any(a is not b for a, b in zip(leaves, args)):
         return  # sources bound in, or repeated: the whole path passes other inputs
     try:
-        kept = _Served(owner, traced, concrete, captured, plans, retried)
+        kept = _Served(owner, traced, concrete, captured, plans, retried, inputs)
     except TypeError:  # not weakly referable: no shortcut
         return
     if len(_KEPT) >= LIMIT:
@@ -125,18 +161,3 @@ def remember(key, target, args, retried) -> None:
 def clear() -> None:
     """Drops every kept answer (the compile cache was cleared, a chunk was shrunk)."""
     _KEPT.clear()
-
-
-def _key(name, owner, target, args, given):
-    """The facts that decide the answer, or None when the call cannot take a kept one: a
-    method by its object and function (a bound method is a new object at each access)."""
-    values = tuple(given.values())
-    kinds = tuple(map(type, values))  # True == 1 == 1.0: the types tell them apart
-    if not _PLAIN.issuperset(kinds):
-        return None
-    key = [name, id(owner), None if owner is target else target.__func__, values, kinds]
-    for arg in args:
-        if type(arg) is not EagerTensor:
-            return None
-        key += (arg.dtype, arg._shape_tuple())
-    return tuple(key)

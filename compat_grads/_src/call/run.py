@@ -47,8 +47,16 @@ def run(spec: Spec, target, args: tuple, **given):
         shortcut = _fast.call(key, target, args)
         if shortcut is not _fast.MISS:
             return shortcut
+    return _whole_path(spec, target, args, key, given)
+
+
+@tf.autograph.experimental.do_not_convert
+def _whole_path(spec: Spec, target, args: tuple, shortcut_key, given: dict):
+    """`run` past the shortcut, hidden from AutoGraph: in a user's converted tf.function the
+    bodies it hands TensorFlow's loops (`tf.map_fn`, `tf.while_loop`) would be converted too
+    (`compat_grads._src.api.docs.public_call`)."""
     try:
-        return _run(spec, target, args, key, **given)
+        return _run(spec, target, args, shortcut_key, **given)
     except TypeError as err:
         clear = None if is_ours(err) or not _is_callable(target) else (
             numbers_in_a_list(spec.name, args[0], err))

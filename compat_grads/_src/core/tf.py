@@ -81,9 +81,9 @@ from tensorflow.python.ops import control_flow_util as _control_flow_util  # noq
 
 graph_in_xla_context = _control_flow_util.GraphOrParentsInXlaContext
 
-# The class of eager tensors (private, the same from 2.12 on), and its `_shape_tuple()`: the
-# shape without a TensorShape built, what the compiled call's shortcut keys on
-# (compat_grads._src.call.fast).
+# The class of eager tensors (private, the same from 2.12 on), with its `_shape_tuple()` (the
+# shape without a TensorShape built) and `_datatype_enum()` (the dtype as an int, without the
+# DType looked up): what the compiled call's shortcut keys on (compat_grads._src.call.fast).
 from tensorflow.python.framework.ops import EagerTensor  # noqa: E402
 
 # pfor's converters (private, the same from 2.12 on):
@@ -106,6 +106,19 @@ def pfor_converter_of(row):
             _pfor._fallback_converter, root_cause="there is no registered converter for "
             "this op.", warn=row.pfor._warn)
     return converter
+
+
+def called_as_is_by_autograph(function):
+    """`function`, marked so that AutoGraph calls it as it is, without a wrapper: the mark
+    `tf.autograph.experimental.do_not_convert` puts on its wrapper (private, the same from
+    2.12 on). The function must disable AutoGraph itself where it builds a graph (its wrapper
+    did that at every call, a tenth of a small compiled call). A release without the mark
+    gets the public wrapper."""
+    try:
+        from tensorflow.python.autograph.impl.api import autograph_artifact
+    except ImportError:  # pragma: no cover - depends on the release
+        return tf.autograph.experimental.do_not_convert(function)
+    return autograph_artifact(function)
 
 
 def tape_set_records(tensor) -> bool:
