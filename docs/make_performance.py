@@ -236,9 +236,11 @@ def _own_python_note(python) -> list:
 
 def _micro(target) -> str:
     """A target in µs, with the spread of its processes where it has one."""
+    measured = round(target["measured"])  # an int: never "-0"
     if "spread" not in target:
-        return f"{target['measured']:.0f}"
-    return f"{target['measured']:.0f} ({target['spread'][0]:.0f}-{target['spread'][1]:.0f})"
+        return f"{measured}"
+    low, high = (round(each) for each in target["spread"])
+    return f"{measured} ({low} to {high})" if low < 0 else f"{measured} ({low}-{high})"
 
 
 def _widest(report) -> float:

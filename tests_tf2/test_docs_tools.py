@@ -322,6 +322,12 @@ def test_performance_page_states_our_own_cost_per_call_from_the_judged_targets()
         "measured": 4.4, "goal": 20, "met": True, "spread": [3.5, 6.4], "processes": 2})
     page = " ".join(make_performance.page(report, _meta(quick=True)).split())
     assert "a stub in both (its result returned at once), in µs: ``jvp`` 4 (4-6)." in page
+    report["targets"][0]["spread"] = [-0.2, 100.0]  # a process where ours was the faster
+    page = " ".join(make_performance.page(report, _meta(quick=True)).split())
+    assert "``jvp`` 85 (0-100)." in page
+    report["targets"][0]["spread"] = [-5.4, 100.0]
+    page = " ".join(make_performance.page(report, _meta(quick=True)).split())
+    assert "``jvp`` 85 (-5 to 100)." in page
     report["targets"] = []
     assert "Small calls" not in make_performance.page(report, _meta(quick=True))
 
