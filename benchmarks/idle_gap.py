@@ -49,7 +49,8 @@ def _after(spin_us, call):
 def main(argv) -> int:
     from compat_grads.bench import timing
 
-    runs, rounds = (int(argv[0]), int(argv[1])) if argv else (3, 100)
+    runs = int(argv[0]) if argv else 3
+    rounds = int(argv[1]) if len(argv) > 1 else 100
     call, ours = _floor()
     recipes = {spin: _after(spin, call) if spin else call for spin in SPINS_US}
     recipes["ours"] = ours

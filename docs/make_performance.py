@@ -227,7 +227,8 @@ def _own_python_note(python) -> list:
             "  result returned at once), in µs: " + "; ".join(
                 f"``{name}`` {_micro(t)}" for name, t in python.items()) + ".",
             "  The real calls differ by more: TensorFlow's call takes longer when Python ran",
-            "  just before it (``python benchmarks/idle_gap.py``, three runs here: after 10",
+            "  just before it (``python benchmarks/idle_gap.py``, three runs on 2026-12-07 on",
+            "  the machine of this page's run: after 10",
             "  µs of spinning Python the call took 10-27 µs longer than the spin itself, after",
             "  20 µs 30-51 µs longer), so each µs of our Python counts more than once. In a",
             "  training step, where other work runs between calls, that wait is the step's.",

@@ -422,7 +422,10 @@ def test_our_own_python_is_timed_with_tensorflows_call_a_stub_then_restored():
     (entry,) = _compile.CACHE._entries.values()
     (concrete,) = entry.compiled._concrete.values()
     assert "_call_flat" not in vars(concrete)
-    x, v = tf.constant([0.5, -1.0, 2.0]), tf.constant([1.0, 2.0, -1.0])
-    _, tangent = cg.jvp(lambda x: tf.sin(x) * x, x, v)
+    # the same target and shapes: the same concrete function, whose stub returned the
+    # workload's result; new values must come out
+    x, v = tf.constant([1.5, 0.25, -2.0]), tf.constant([-1.0, 3.0, 0.5])
+    _, tangent = cg.jvp(per_call._OVERHEAD_TARGETS["jvp"], x, v)
+    assert len(_compile.CACHE) == 1
     want = (np.cos(x.numpy()) * x.numpy() + np.sin(x.numpy())) * v.numpy()
     np.testing.assert_allclose(tangent, want, rtol=1e-6)

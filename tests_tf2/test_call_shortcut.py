@@ -168,6 +168,38 @@ def test_the_shortcut_marks_its_cache_entry_as_used(whole_paths, monkeypatch):
     assert len(whole_paths) == 3
 
 
+def test_the_last_marked_entry_is_marked_again_after_another_is_used(whole_paths,
+                                                                     monkeypatch):
+    """An entry marked last is not marked again (`touch`), until another entry was got,
+    marked or the cache cleared: its mark must then be made."""
+    monkeypatch.setattr(_compile.CACHE, "size", 2)
+
+    def a(x):
+        return tf.sin(x)
+
+    def b(x):
+        return tf.cos(x)
+
+    def c(x):
+        return tf.exp(x)
+    cg.stacked_jacobian(a, X)
+    cg.stacked_jacobian(a, X)  # the shortcut marks a (the last marked)
+    cg.stacked_jacobian(b, X)  # got: b is the most recent
+    cg.stacked_jacobian(a, X)  # the shortcut must mark a again
+    cg.stacked_jacobian(c, X)  # evicts b
+    assert {key[0] for key in _compile.CACHE._entries} == {id(a), id(c)}
+    cg.stacked_jacobian(c, X)  # the shortcut: c is the last marked
+    cg.stacked_jacobian(a, X)  # a marked: c is now the least recent
+    assert len(whole_paths) == 3
+
+    def d(x):
+        return tf.tanh(x)
+    cg.stacked_jacobian(d, X)  # evicts c
+    assert {key[0] for key in _compile.CACHE._entries} == {id(a), id(d)}
+    cg.clear_cache()
+    assert _compile.CACHE._last is None
+
+
 def test_a_method_takes_it_and_another_objects_method_does_not(whole_paths):
     class Model:
         def __init__(self, scale):

@@ -76,8 +76,10 @@ class _CompiledCache:
         """Marks the entry as just used (a call that found its function another way); not
         when another thread holds the lock (it may be iterating over the entries), nor when
         it was the last one marked and no entry was got since (a loop calling one function:
-        the lock at every call was a twentieth of a small call)."""
-        if full_key is self._last:
+        the lock at every call was a twentieth of a small call). `_last` is read without
+        the lock: a thread that races another's `get` may miss one mark (the eviction order
+        only, never a result). A function outside the cache (`cache_key` None) has none."""
+        if full_key is None or full_key is self._last:
             return
         if self._lock.acquire(blocking=False):
             try:
@@ -104,6 +106,8 @@ class _CompiledCache:
                     entry = self._entries.get(key)
                     if entry is not None and any(r is reference for r in entry.refs):
                         del self._entries[key]
+                        if key == self._last:  # it holds the options (a loss_fn) alive
+                            self._last = None
             finally:
                 self._lock.release()
 
@@ -429,10 +433,10 @@ class _Traced:
         flat = signature is not None
         concrete = self._concrete_for(signature[0], args) if flat else self._traced(args)
         captured = self._captures.get(id(concrete))
-        if captured is None:
+        if captured is None:  # the listed inputs first: a thread that finds the ids finds them
+            self._inputs[id(concrete)] = _fast.fixed_inputs(concrete)
             captured = self._captures[id(concrete)] = frozenset(
                 id(t) for t in concrete.captured_inputs)
-            self._inputs[id(concrete)] = _fast.fixed_inputs(concrete)
         found = tuple(p for p in inputs.passed_positions() if id(inputs.flat[p]) in captured)
         if found:
             raise _CapturedSources(found)

@@ -64,7 +64,10 @@ class Inputs(list):
 
 def fixed_inputs(concrete):
     """The `Inputs` of `concrete`, or None when it captured a value by reference (read at
-    each call) or keeps its captures otherwise than every release from 2.12 to 2.21 does."""
+    each call) or keeps its captures otherwise than every release from 2.12 to 2.21 does.
+    Its captures must not change after it is traced: TensorFlow's
+    `replace_capture_with_deferred_capture` and `set_external_captures` change them, and the
+    compile cache's functions never call either."""
     captures = getattr(concrete, "_captured_inputs", None)
     if not isinstance(captures, list) or any(callable(each) for each in captures):
         return None

@@ -13,10 +13,11 @@ from compat_grads._src.core.errors import DerivativeError
 from compat_grads._src.core.tf import tf
 from compat_grads._src.stacking import cost as _cost
 
-# The helpers are hidden from AutoGraph, as the public functions are (`_docs.public`): the
-# rows of a per-sample attack run inside `tf.map_fn`, which converts its fn and everything
-# it calls, and converting this package took seconds of each graph's build (its Python
-# control flow is on Python values only).
+# The helpers are hidden from AutoGraph, as the public functions are (`_docs.public`, or
+# `_docs.public_call` and the call path's `_whole_path`): the rows of a per-sample attack
+# run inside `tf.map_fn`, which converts its fn and everything it calls, and converting
+# this package took seconds of each graph's build (its Python control flow is on Python
+# values only).
 _hidden = tf.autograph.experimental.do_not_convert
 
 
