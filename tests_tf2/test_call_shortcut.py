@@ -145,8 +145,9 @@ def test_memory_plans_are_recorded_on_the_shortcut_too(whole_paths):
     assert len(whole_paths) == 1 and first and again == first
 
 
-def test_the_shortcut_marks_its_cache_entry_as_used(whole_paths, monkeypatch):
-    """The compile cache drops its least recently used entry: one a shortcut used is kept."""
+@pytest.fixture
+def cache_of_two(monkeypatch):
+    """A compile cache of two entries, and four targets (each its own entry)."""
     monkeypatch.setattr(_compile.CACHE, "size", 2)
 
     def a(x):
@@ -157,45 +158,45 @@ def test_the_shortcut_marks_its_cache_entry_as_used(whole_paths, monkeypatch):
 
     def c(x):
         return tf.exp(x)
+
+    def d(x):
+        return tf.tanh(x)
+    return a, b, c, d
+
+
+def _kept():
+    return {key[0] for key in _compile.CACHE._entries}
+
+
+def test_the_shortcut_marks_its_cache_entry_as_used(whole_paths, cache_of_two):
+    """The compile cache drops its least recently used entry: one a shortcut used is kept."""
+    a, b, c, _ = cache_of_two
     cg.stacked_jacobian(a, X)
     cg.stacked_jacobian(b, X)
     cg.stacked_jacobian(a, X)  # the shortcut: a is now the most recently used
     cg.stacked_jacobian(c, X)  # evicts b, not a
     assert len(whole_paths) == 3
-    kept = {key[0] for key in _compile.CACHE._entries}
-    assert kept == {id(a), id(c)}
+    assert _kept() == {id(a), id(c)}
     cg.stacked_jacobian(a, X)
     assert len(whole_paths) == 3
 
 
 def test_the_last_marked_entry_is_marked_again_after_another_is_used(whole_paths,
-                                                                     monkeypatch):
+                                                                     cache_of_two):
     """An entry marked last is not marked again (`touch`), until another entry was got,
     marked or the cache cleared: its mark must then be made."""
-    monkeypatch.setattr(_compile.CACHE, "size", 2)
-
-    def a(x):
-        return tf.sin(x)
-
-    def b(x):
-        return tf.cos(x)
-
-    def c(x):
-        return tf.exp(x)
+    a, b, c, d = cache_of_two
     cg.stacked_jacobian(a, X)
     cg.stacked_jacobian(a, X)  # the shortcut marks a (the last marked)
     cg.stacked_jacobian(b, X)  # got: b is the most recent
     cg.stacked_jacobian(a, X)  # the shortcut must mark a again
     cg.stacked_jacobian(c, X)  # evicts b
-    assert {key[0] for key in _compile.CACHE._entries} == {id(a), id(c)}
+    assert _kept() == {id(a), id(c)}
     cg.stacked_jacobian(c, X)  # the shortcut: c is the last marked
     cg.stacked_jacobian(a, X)  # a marked: c is now the least recent
     assert len(whole_paths) == 3
-
-    def d(x):
-        return tf.tanh(x)
     cg.stacked_jacobian(d, X)  # evicts c
-    assert {key[0] for key in _compile.CACHE._entries} == {id(a), id(d)}
+    assert _kept() == {id(a), id(d)}
     cg.clear_cache()
     assert _compile.CACHE._last is None
 
