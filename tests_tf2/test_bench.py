@@ -429,3 +429,17 @@ def test_our_own_python_is_timed_with_tensorflows_call_a_stub_then_restored():
     assert len(_compile.CACHE) == 1
     want = (np.cos(x.numpy()) * x.numpy() + np.sin(x.numpy())) * v.numpy()
     np.testing.assert_allclose(tangent, want, rtol=1e-6)
+
+
+def test_compiled_for_finds_the_concrete_function_our_call_runs():
+    """`per_call.compiled_for` (the per-call workloads and benchmarks/idle_gap.py): the
+    cache holds one entry after our call, and its concrete function, called flat, gives
+    our call's values."""
+    from compat_grads._src.call import compile as _compile
+
+    x = tf.constant([0.5, -1.0, 2.0])
+    traced, concrete = per_call.compiled_for(lambda: cg.per_element_gradients(tf.sin, x))
+    assert len(_compile.CACHE) == 1 and hasattr(traced, "get_concrete_function")
+    flat = concrete._call_flat([x], concrete.captured_inputs)
+    got = tf.nest.flatten(flat)[0].numpy()
+    np.testing.assert_allclose(got, np.cos(x.numpy()), rtol=1e-6)

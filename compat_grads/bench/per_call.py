@@ -17,8 +17,6 @@ def call_overhead(function, repeats):
     """The per-call cost of the compiled eager route on a tiny input: ours against the
     tf.function our cache built for the call, called directly (the same graph: only the
     call path differs)."""
-    from compat_grads._src.call import compile as _compile
-
     x = tf.constant([0.5, -1.0, 2.0])
     v = tf.constant([1.0, 2.0, -1.0])
     f = _OVERHEAD_TARGETS[function]
@@ -26,11 +24,7 @@ def call_overhead(function, repeats):
 
     def ours():
         return getattr(cg, function)(f, *args)
-    _compile.CACHE.clear()
-    ours()
-    (entry,) = _compile.CACHE._entries.values()
-    traced = entry.compiled.function
-    (concrete,) = entry.compiled._concrete.values()
+    traced, concrete = compiled_for(ours)
     flat, captured = list(args), concrete.captured_inputs
     recipes = {f"{OURS} {function}, eager": ours,
                "the same tf.function, called directly": lambda: traced(*args),
@@ -38,6 +32,18 @@ def call_overhead(function, repeats):
     workload = f"per-call overhead: {function}"
     return (workloads.timed(workload, recipes, ours, repeats)
             + _own_python(workload, ours, concrete, flat, captured, repeats))
+
+
+def compiled_for(call):
+    """(the tf.function, its one concrete function) that our compile cache builds for
+    `call`, a call of ours made once on an empty cache."""
+    from compat_grads._src.call import compile as _compile
+
+    _compile.CACHE.clear()
+    call()
+    (entry,) = _compile.CACHE._entries.values()
+    (concrete,) = entry.compiled._concrete.values()
+    return entry.compiled.function, concrete
 
 
 def _own_python(workload, ours, concrete, flat, captured, repeats):

@@ -18,6 +18,8 @@ import operator
 
 from compat_grads._src.core import graph_walk as _graph_walk
 from compat_grads._src.core.tf import tf
+from compat_grads._src.traces import chunks as _chunks
+from compat_grads._src.traces.chunks import WALKS, default_chunk
 from compat_grads._src.traces.elementwise_derivatives import (
     DERIVATIVES,
     GENERIC,
@@ -39,13 +41,13 @@ from compat_grads._src.traces.linear_jets import (
     read_of,
     reduction,
     shift,
-    size_of,
-    split,
+    split_outputs,
     squeeze,
     static,
     strided_slice,
     strided_slice_grad,
     transpose,
+    unpack_outputs,
     unsupported,
     value_of,
     with_first,
@@ -79,7 +81,7 @@ def propagate(target, source, *, batched: bool, summed: bool, chunk: int | None 
     Raises Unsupported when an op on the path has no rule (or shapes/ranks needed are not
     statically known where a rule needs them, or TF1 control flow is on the path).
     """
-    chunk, n = _chunk(target, source, batched, chunk, looped=True)
+    chunk, n = _chunks.chunk_and_n(target, source, batched, chunk, looped=True)
     if chunk is None:
         return _walked(target, _Walk(source, batched, summed))
     # before the loop: an op without a rule builds nothing
@@ -93,7 +95,8 @@ def _looped(target, source, batched, summed, n, chunk):
     steps, connected = -(-n // chunk), []
 
     def body(i, total):
-        S = _walked(target, _Walk(source, batched, summed, directions=(i * chunk, chunk)))
+        S = _walked(target, _Walk(source, batched, summed, directions=(i * chunk, chunk),
+                                  ordered=True))
         connected.append(S is not None)
         if S is None:
             return i + 1, total
@@ -111,7 +114,7 @@ def reduced_tangents(target, source, *, batched: bool, reduce, chunk: int | None
     """Σ over chunks of directions of `reduce(J, lo, hi)`, J the first-order walk's
     `[hi - lo] + target.shape` along directions lo..hi (hi None: to the end); None where the
     target is not connected. `chunk` as in `propagate`. Raises Unsupported as it does."""
-    chunk, n = _chunk(target, source, batched, chunk)
+    chunk, n = _chunks.chunk_and_n(target, source, batched, chunk)
 
     def part(directions, after):
         lo, hi = directions
@@ -121,48 +124,8 @@ def reduced_tangents(target, source, *, batched: bool, reduce, chunk: int | None
         return None if J is None else reduce(J, lo, hi)
     if chunk is None:
         return part((0, None), ())
-    parts = _in_chunks(n, chunk, part)
+    parts = _chunks.in_chunks(n, chunk, part)
     return None if parts[0] is None else tf.add_n(parts)
-
-
-def default_chunk(target, source, batched):
-    """The directions a step of `propagate`'s loop takes by default, or None for all n."""
-    return _chunk(target, source, batched, None, looped=True)[0]
-
-
-def _chunk(target, source, batched, chunk, looped=False):
-    """(directions per walk, n), or (None, n) for one walk of all n (`looped`: in a loop)."""
-    n = size_of(source, batched)
-    if n is not None and chunk is None:
-        chunk = _at_once(_graph_walk.between([target], [value_of(source)]), n, looped)
-    if chunk is None or n is None or chunk >= n:
-        return None, n
-    return -(-n // -(-n // chunk)), n  # as many chunks, evened out: the fewest padded
-
-
-def _in_chunks(n, chunk, part):
-    """`part((lo, hi), after)` for each chunk of the n directions, in order, each made after
-    the part before it (`after`: its result), so that one chunk is in flight at a time."""
-    parts = []
-    for lo in range(0, n, chunk):
-        parts.append(part((lo, min(lo + chunk, n)), [p for p in parts[-1:] if p is not None]))
-    return parts
-
-
-# Directions in flight by default: as many as keep the largest J on the path within
-# _CHUNK_BYTES; walks one after another (`reduced_tangents`: copies of the target's ops)
-# in at most WALKS walks, a loop's steps (`propagate`) however many: memory grows with b.
-_CHUNK_BYTES, WALKS = 4 * 2 ** 20, 16
-
-
-def _at_once(ops, n, looped=False):
-    """The directions of one walk: None (all n) where a tensor's size is unknown."""
-    sizes = [(t.shape.num_elements(), t.dtype.size) for op in ops for t in op.outputs
-             if t.dtype.is_floating]
-    if not sizes or any(elements is None for elements, _ in sizes):
-        return None
-    chunk = max(1, _CHUNK_BYTES // max(1, max(e * size for e, size in sizes)))
-    return chunk if looped else max(chunk, -(-n // WALKS))
 
 
 @tf.autograph.experimental.do_not_convert
@@ -207,8 +170,10 @@ def _check(ops, source, second=True):
 class _Walk:
     """The jets pushed so far (by tensor), and how a jet's pieces combine."""
 
-    def __init__(self, source, batched, summed, second=True, directions=None, after=()):
+    def __init__(self, source, batched, summed, second=True, directions=None, after=(),
+                 ordered=False):
         self.source, self.batched, self.summed = source, batched, summed
+        self.ordered = ordered  # a step of the loop over chunks: J waits for J² (`chain`)
         self.second = second  # False: J only (every S stays None)
         # (first, count) of the n directions (first: an int, or a loop's tensor), or None:
         # all of them; the walk is built after `after`
@@ -293,8 +258,15 @@ class _Walk:
         if S is not None and not self.summed:
             S = _aligned(S, rank + 1)
         d2 = d2 if self.second else None
-        return d1 * J, _plus(None if S is None else d1 * S,
-                             None if d2 is None else d2 * self.squared(J))
+        squared = None if d2 is None else self.squared(J)
+        # In the loop over chunks the next J waits for J²'s reduction: running ahead, it
+        # held one more tangent a direction (`benchmarks/laplacian_chunks.py`: the peak at
+        # b=512, d=200 from 17.0 to 9.3 MB). One walk of every direction keeps the overlap
+        # (ordered, the traces bench's wavefunction runs took 2-3x longer).
+        with tf.control_dependencies([squared] if self.ordered and squared is not None
+                                     else []):
+            J = d1 * J
+        return J, _plus(None if S is None else d1 * S, None if d2 is None else d2 * squared)
 
     def bilinear(self, product, a, b, jets, rank):
         """y = product(a, b), bilinear: S = S_a b + a S_b + 2 Σ J_a J_b (the cross term)."""
@@ -443,22 +415,6 @@ def _joined(join):
     return rule
 
 
-def _split(walk, op, jets):
-    value, fn = split(op)
-    J, S = walk.linear(jets[1 if op.type == "Split" else 0], value, lambda x, s: x)
-    parts = [fn(J, True), None if S is None else fn(S, not walk.summed)]
-    return [(parts[0][i], None if parts[1] is None else parts[1][i])
-            for i in range(len(op.outputs))]
-
-
-def _unpack(walk, op, jets):
-    axis, count = op.get_attr("axis"), op.get_attr("num")
-    parts = [None if x is None else tf.unstack(x, count, int(shift(axis, s)))
-             for x, s in zip(walk.linear(jets[0], op.inputs[0], lambda x, s: x),
-                             (True, not walk.summed))]
-    return [(parts[0][i], None if parts[1] is None else parts[1][i]) for i in range(count)]
-
-
 _RULES = {
     **{name: explicit for name in DERIVATIVES},
     **{name: generic for name in GENERIC},
@@ -489,8 +445,9 @@ _RULES = {
     "Squeeze": _linear(squeeze), "Transpose": _linear(transpose),
     "GatherV2": _linear(gather), "GatherNd": _linear(gather_nd),
     **MATRIX_RULES,
-    "ConcatV2": _joined(tf.concat), "Pack": _joined(tf.stack), "Unpack": _unpack,
-    "Split": _split, "SplitV": _split, "Max": _linear(extremum), "Min": _linear(extremum),
+    "ConcatV2": _joined(tf.concat), "Pack": _joined(tf.stack), "Unpack": unpack_outputs,
+    "Split": split_outputs, "SplitV": split_outputs, "Max": _linear(extremum),
+    "Min": _linear(extremum),
 }
 
 

@@ -256,3 +256,21 @@ def extremum(op):
     share = chosen / tf.reduce_sum(chosen, axes, keepdims=True)
     return lambda v, s: tf.reduce_sum(v * share, shift(np.asarray(axes), s).tolist(),
                                       keepdims=keep)
+
+
+def split_outputs(walk, op, jets):
+    """The rule of Split and SplitV: the jet of each output."""
+    value, fn = split(op)
+    J, S = walk.linear(jets[1 if op.type == "Split" else 0], value, lambda x, s: x)
+    parts = [fn(J, True), None if S is None else fn(S, not walk.summed)]
+    return [(parts[0][i], None if parts[1] is None else parts[1][i])
+            for i in range(len(op.outputs))]
+
+
+def unpack_outputs(walk, op, jets):
+    """The rule of Unpack (`tf.unstack`): the jet of each output."""
+    axis, count = op.get_attr("axis"), op.get_attr("num")
+    parts = [None if x is None else tf.unstack(x, count, int(shift(axis, s)))
+             for x, s in zip(walk.linear(jets[0], op.inputs[0], lambda x, s: x),
+                             (True, not walk.summed))]
+    return [(parts[0][i], None if parts[1] is None else parts[1][i]) for i in range(count)]
