@@ -438,6 +438,8 @@ def test_compiled_for_finds_the_concrete_function_our_call_runs():
     from compat_grads._src.call import compile as _compile
 
     x = tf.constant([0.5, -1.0, 2.0])
+    cg.per_element_gradients(tf.tanh, x)  # another entry: compiled_for starts from none
+    assert len(_compile.CACHE) >= 1
     traced, concrete = per_call.compiled_for(lambda: cg.per_element_gradients(tf.sin, x))
     assert len(_compile.CACHE) == 1 and hasattr(traced, "get_concrete_function")
     flat = concrete._call_flat([x], concrete.captured_inputs)

@@ -54,9 +54,10 @@ def batch_coupled(x):  # sums over the batch axis: the lazily broadcast start is
     return tf.reduce_sum(tf.tanh(tf.reshape(x, [-1]) * tf.reduce_mean(x, 0)[0]))
 
 
-def rows_through_a_layer(x):  # each row of a [b, 2, 3] matrix through one dense layer
+def rows_through_a_layer(x, transposed=False):  # each row of a [b, 2, 3] matrix: one layer
     rows = tf.sin(tf.reshape(x, [-1, 2, 3]))
-    return tf.reduce_sum(tf.tanh(tf.matmul(rows, W34) + B4) ** 2, [-2, -1])
+    product = tf.matmul(rows, W34.T, transpose_b=True) if transposed else tf.matmul(rows, W34)
+    return tf.reduce_sum(tf.tanh(product + B4) ** 2, [-2, -1])
 
 
 # name: (f, input shapes, sources checked, batched modes)
@@ -77,6 +78,8 @@ CASES = {
     "batch_coupled": (batch_coupled, [[5, 2]], [0], (False, True)),
     "pack_unpack_transpose": (stacked, [[5, 3]], [0], (False, True)),
     "rows_through_a_layer": (rows_through_a_layer, [[5, 6]], [0], (False, True)),
+    "rows_through_a_transposed_layer": (lambda x: rows_through_a_layer(x, True), [[5, 6]], [0],
+                                        (False, True)),
 }
 PARAMS = [(name, k, batched, summed) for name, (_, _, sources, modes) in CASES.items()
           for k in sources for batched in modes for summed in (True, False)]
@@ -369,17 +372,22 @@ def _ops(graph):
         op for f in graph._functions.values() for op in f.graph.get_operations()]
 
 
+@pytest.mark.parametrize("transposed", [False, True])
 @pytest.mark.parametrize("summed", [True, False])
-def test_tangents_of_rows_times_a_matrix_are_one_2d_product(summed):
-    """J, [n, b, 2, 3], and S times a [3, 4] weight as one MatMul of [n b 2, 3] rows: a
-    broadcast BatchMatMul of that many small products ran 6x slower with Eigen's kernels."""
-    graph = _graph_of(lambda x: fl.propagate(rows_through_a_layer(x), x, batched=True,
-                                             summed=summed), shape=(5, 6))
+def test_tangents_of_rows_times_a_matrix_are_one_2d_product(summed, transposed):
+    """J, [n, b, 2, 3], and S ([b, 2, 3] summed) times a [3, 4] weight (or its transpose
+    with transpose_b) as one MatMul of their rows: a broadcast BatchMatMul of that many
+    small products ran 6x slower with Eigen's kernels. An unknown batch too."""
+    graph = _graph_of(lambda x: fl.propagate(rows_through_a_layer(x, transposed), x,
+                                             batched=True, summed=summed), shape=(5, 6))
     types = [op.type for op in _ops(graph)]
     assert types.count("BatchMatMulV2") == 1  # the target's own product
     assert types.count("MatMul") == 2  # J's and S's (the weight has no jet: no cross term)
-    assert_close(in_function(rows_through_a_layer, _values([[5, 6]]), 0, True, summed),
-                 oracle(rows_through_a_layer, _values([[5, 6]]), 0, True, summed))
+    f = lambda x: rows_through_a_layer(x, transposed)  # noqa: E731
+    values = _values([[5, 6]])
+    assert_close(in_function(f, values, 0, True, summed,
+                             [tf.TensorSpec([None, 6], tf.float64)]),
+                 oracle(f, values, 0, True, summed))
 
 
 @pytest.mark.parametrize("summed", [True, False])
@@ -397,16 +405,18 @@ def test_chunks_run_one_walk_in_a_loop(summed):
     assert len(loops_many) == 1 and loops_many[0].get_attr("parallel_iterations") == 1
 
 
+@pytest.mark.parametrize("summed", [True, False])
 @pytest.mark.parametrize("chunk", [None, 2])
-def test_in_the_loop_a_tangent_waits_for_its_square(chunk):
-    """A step of the loop over chunks makes tanh's J after J²'s reduction, so the two
-    tangents are not held at once (the allocator's peak at b=512, d=200: 17.0 MB, 9.3 with
-    the wait); one walk of every direction keeps the overlap."""
+def test_in_the_loop_a_tangent_waits_for_its_square(chunk, summed):
+    """A step of the Laplacian's loop over chunks makes tanh's J after ΣJ²'s reduction, so
+    the two tangents are not held at once (the allocator's peak at b=512, d=200: 17.0 MB,
+    9.5 with the wait); one walk of every direction keeps the overlap, as does a per-direction
+    S (its J² is a full tangent: waiting would free nothing)."""
     graph = _graph_of(lambda x: fl.propagate(tf.reduce_sum(tf.tanh(x @ W12), 1), x,
-                                             batched=True, summed=True, chunk=chunk), (5, 12))
+                                             batched=True, summed=summed, chunk=chunk), (5, 12))
     waits = [(op.type, [c.type for c in op.control_inputs]) for op in _ops(graph)
              if op.control_inputs]
-    assert waits == ([("Mul", ["Sum"])] if chunk else [])
+    assert waits == ([("Mul", ["Sum"])] if chunk and summed else [])
 
 
 def test_each_trace_chunk_starts_after_the_one_before():

@@ -8,8 +8,10 @@ from compat_grads._src.traces.linear_jets import size_of, value_of
 
 __all__ = ["WALKS", "chunk_and_n", "default_chunk", "in_chunks"]
 
+
 def default_chunk(target, source, batched):
-    """The directions a step of `propagate`'s loop takes by default, or None for all n."""
+    """The directions a step of `forward_laplacian.propagate`'s loop takes by default, or
+    None for all n."""
     return chunk_and_n(target, source, batched, None, looped=True)[0]
 
 
@@ -33,8 +35,9 @@ def in_chunks(n, chunk, part):
 
 
 # Directions in flight by default: as many as keep the largest J on the path within
-# _CHUNK_BYTES; walks one after another (`reduced_tangents`: copies of the target's ops)
-# in at most WALKS walks, a loop's steps (`propagate`) however many: memory grows with b.
+# _CHUNK_BYTES; walks one after another (`forward_laplacian.reduced_tangents`: copies of
+# the target's ops) in at most WALKS walks, a loop's steps (`forward_laplacian.propagate`)
+# however many: memory grows with b.
 _CHUNK_BYTES, WALKS = 4 * 2 ** 20, 16
 
 

@@ -19,7 +19,6 @@ import operator
 from compat_grads._src.core import graph_walk as _graph_walk
 from compat_grads._src.core.tf import tf
 from compat_grads._src.traces import chunks as _chunks
-from compat_grads._src.traces.chunks import WALKS, default_chunk
 from compat_grads._src.traces.elementwise_derivatives import (
     DERIVATIVES,
     GENERIC,
@@ -55,8 +54,7 @@ from compat_grads._src.traces.linear_jets import (
 from compat_grads._src.traces.matrix_jets import RULES as MATRIX_RULES
 from compat_grads._src.traces.matrix_jets import matmul
 
-__all__ = ["WALKS", "Unsupported", "default_chunk", "ops_with_rules", "propagate",
-           "reduced_tangents", "tangents"]
+__all__ = ["Unsupported", "ops_with_rules", "propagate", "reduced_tangents", "tangents"]
 
 # Ops whose outputs are constants to tf.gradients (no gradient flows through them), and the
 # piecewise-constant ones (derivative zero wherever it exists, as tf.gradients gives it).
@@ -77,7 +75,7 @@ def propagate(target, source, *, batched: bool, summed: bool, chunk: int | None 
       not summed -> [n] + target.shape.
     chunk: at most this many directions in flight, when n is known statically: one walk in
       a `tf.while_loop` over the chunks (built once, whatever their number), their S summed
-      or joined along the directions (None: `default_chunk`).
+      or joined along the directions (None: `chunks.default_chunk`).
     Raises Unsupported when an op on the path has no rule (or shapes/ranks needed are not
     statically known where a rule needs them, or TF1 control flow is on the path).
     """
@@ -173,7 +171,7 @@ class _Walk:
     def __init__(self, source, batched, summed, second=True, directions=None, after=(),
                  ordered=False):
         self.source, self.batched, self.summed = source, batched, summed
-        self.ordered = ordered  # a step of the loop over chunks: J waits for J² (`chain`)
+        self.ordered = ordered  # a step of the loop over chunks: J waits for ΣJ² (`chain`)
         self.second = second  # False: J only (every S stays None)
         # (first, count) of the n directions (first: an int, or a loop's tensor), or None:
         # all of them; the walk is built after `after`
@@ -259,12 +257,13 @@ class _Walk:
             S = _aligned(S, rank + 1)
         d2 = d2 if self.second else None
         squared = None if d2 is None else self.squared(J)
-        # In the loop over chunks the next J waits for J²'s reduction: running ahead, it
-        # held one more tangent a direction (`benchmarks/laplacian_chunks.py`: the peak at
-        # b=512, d=200 from 17.0 to 9.3 MB). One walk of every direction keeps the overlap
-        # (ordered, the traces bench's wavefunction runs took 2-3x longer).
-        with tf.control_dependencies([squared] if self.ordered and squared is not None
-                                     else []):
+        # In the loop over chunks, S summed, the next J waits for J²'s reduction: running
+        # ahead, it held one more tangent a direction (`benchmarks/laplacian_chunks.py`: the
+        # peak at b=512, d=200 from 17.0 to 9.5 MB). Per direction, J² is a full tangent
+        # itself: waiting frees nothing. One walk of every direction keeps the overlap
+        # (every walk waiting, the traces bench's wavefunction runs took 2-3x longer).
+        wait = self.ordered and self.summed and squared is not None
+        with tf.control_dependencies([squared] if wait else []):
             J = d1 * J
         return J, _plus(None if S is None else d1 * S, None if d2 is None else d2 * squared)
 

@@ -27,6 +27,7 @@ from compat_grads._src.core.tf import tf
 from compat_grads._src.jacobians import jacobians as _jacobians
 from compat_grads._src.stacking import cost as _cost
 from compat_grads._src.stacking.stack import stack
+from compat_grads._src.traces import chunks as _chunks
 from compat_grads._src.traces import forward_laplacian as _forward_laplacian
 
 # -- exact -----------------------------------------------------------------------------------
@@ -147,7 +148,7 @@ def _walk_how(backend, flat, how, batched, looped=False):
         except ValueError:
             return None
     if not backend.walkable() or not looped and how.chunk_size is not None and any(
-            isinstance(n, int) and -(-n // how.chunk_size) > _forward_laplacian.WALKS
+            isinstance(n, int) and -(-n // how.chunk_size) > _chunks.WALKS
             for n in sizes):  # the products loop instead
         return None
     if looped and auto:
@@ -158,11 +159,11 @@ def _walk_how(backend, flat, how, batched, looped=False):
 
 def _within_the_walks_default(backend, how, batched, plans):
     """`how` and its `plans` with the budget's chunk bounded by the loop's own default
-    (`forward_laplacian.default_chunk`): the budget's model holds the products' rows, and
+    (`chunks.default_chunk`): the budget's model holds the products' rows, and
     more directions at once than the default only slowed the walk down (b=512, d=1000: the
     budget's 500 took 259 MB against 19 MB). The plans say what the walk runs, so that a
     retry after running out of memory halves that."""
-    defaults = [_forward_laplacian.default_chunk(backend.target, x, batched)
+    defaults = [_chunks.default_chunk(backend.target, x, batched)
                 for x in backend.differentiated()]
     bound = min((c for c in defaults if c is not None), default=None)
     if bound is None or how.chunk_size is not None and how.chunk_size <= bound:
