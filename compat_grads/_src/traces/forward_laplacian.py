@@ -93,8 +93,10 @@ def _looped(target, source, batched, summed, n, chunk):
     steps, connected = -(-n // chunk), []
 
     def body(i, total):
+        # summed, J waits for ΣJ² (`chain`); per direction, J² is a full tangent itself:
+        # waiting would free nothing
         S = _walked(target, _Walk(source, batched, summed, directions=(i * chunk, chunk),
-                                  ordered=True))
+                                  ordered=summed))
         connected.append(S is not None)
         if S is None:
             return i + 1, total
@@ -171,7 +173,7 @@ class _Walk:
     def __init__(self, source, batched, summed, second=True, directions=None, after=(),
                  ordered=False):
         self.source, self.batched, self.summed = source, batched, summed
-        self.ordered = ordered  # a step of the loop over chunks: J waits for ΣJ² (`chain`)
+        self.ordered = ordered  # a step of the Laplacian's loop: J waits for ΣJ² (`chain`)
         self.second = second  # False: J only (every S stays None)
         # (first, count) of the n directions (first: an int, or a loop's tensor), or None:
         # all of them; the walk is built after `after`
@@ -257,13 +259,12 @@ class _Walk:
             S = _aligned(S, rank + 1)
         d2 = d2 if self.second else None
         squared = None if d2 is None else self.squared(J)
-        # In the loop over chunks, S summed, the next J waits for J²'s reduction: running
+        # In the Laplacian's loop over chunks the next J waits for J²'s reduction: running
         # ahead, it held one more tangent a direction (`benchmarks/laplacian_chunks.py`: the
-        # peak at b=512, d=200 from 17.0 to 9.5 MB). Per direction, J² is a full tangent
-        # itself: waiting frees nothing. One walk of every direction keeps the overlap
-        # (every walk waiting, the traces bench's wavefunction runs took 2-3x longer).
-        wait = self.ordered and self.summed and squared is not None
-        with tf.control_dependencies([squared] if wait else []):
+        # peak at b=512, d=200 from 17.0 to 9.5 MB). One walk of every direction keeps the
+        # overlap (every walk waiting, the traces bench's wavefunction runs took 2-3x longer).
+        with tf.control_dependencies([squared] if self.ordered and squared is not None
+                                     else []):
             J = d1 * J
         return J, _plus(None if S is None else d1 * S, None if d2 is None else d2 * squared)
 
